@@ -1,0 +1,383 @@
+"""Kernel operations over dask chunks, never holding an n×n matrix unless asked to.
+
+The kernel matrix is cut into square *tiles* of ``t × t`` entries, with ``t`` chosen so that a
+tile holds about ``block_bytes`` (default 128 MiB). Three kinds of operation are built on tiles:
+
+* :func:`kernel_matrix` — the lazy matrix ``K(X, Y)`` as a dask array;
+* :func:`kernel_product` — the lazy product ``K(X, Y) @ V`` (used by ``transform``), reduced
+  over ``Y``'s tiles with dask's tree reduction;
+* :func:`symmetric_kernel_product` and :func:`gather_kernel` — ``K(X, X) @ V`` and ``K(X, X)``
+  for the training data. These evaluate only the tiles on and above the diagonal (``K`` is
+  symmetric), which halves the kernel work.
+
+Centring never materialises ``H K H``; :func:`center_columns` and :func:`center_kernel_inplace`
+apply it as rank-one corrections.
+
+BLAS runs single-threaded inside tile tasks, so dask's threads supply the parallelism without
+oversubscribing the cores; dense work outside tiles keeps all BLAS threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+from collections.abc import Iterator, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from .kernels import Kernel
+
+__all__ = [
+    "DEFAULT_BLOCK_BYTES",
+    "center_columns",
+    "center_kernel_inplace",
+    "gather_kernel",
+    "kernel_diagonal",
+    "kernel_matrix",
+    "kernel_product",
+    "symmetric_kernel_product",
+    "tile_rows",
+    "tree_sum",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Default memory for one kernel tile.
+DEFAULT_BLOCK_BYTES = 128 * 2**20
+
+
+def tile_rows(itemsize: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
+    """Rows (and columns) of a square kernel tile holding about ``block_bytes``.
+
+    Examples
+    --------
+    >>> tile_rows(8)
+    4096
+    >>> tile_rows(4)
+    5792
+    """
+    return max(16, math.isqrt(block_bytes // itemsize))
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Limit BLAS to one thread while dask's own threads run tile tasks.
+
+    Maintenance note: BLAS thread counts are process-wide, so the limit is set once around a
+    whole ``dask.compute`` from the calling thread, never inside tasks (entering and leaving
+    limits from several worker threads races and can leave BLAS single-threaded for good).
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def compute(*args, **kwargs):
+    """``dask.compute`` with single-threaded BLAS in the tiles (see :func:`single_threaded_blas`).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> compute(da.ones(3).sum())
+    (np.float64(3.0),)
+    """
+    with single_threaded_blas():
+        return dask.compute(*args, **kwargs)
+
+
+def _rows_by_tile(X: da.Array, block_bytes: int) -> da.Array:
+    t = tile_rows(X.dtype.itemsize, block_bytes)
+    if X.chunks[0] == (t,) * (X.shape[0] // t) + ((X.shape[0] % t,) if X.shape[0] % t else ()):
+        return X
+    return X.rechunk((t, -1))
+
+
+def kernel_matrix(
+    kernel: Kernel, X: da.Array, Y: da.Array | None = None, *, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> da.Array:
+    """The lazy kernel matrix ``K(X, Y)``, one task per tile.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dkpca.kernels import RBF
+    >>> X = da.ones((6, 2), chunks=3)
+    >>> kernel_matrix(RBF(gamma=1.0), X).sum().compute()
+    np.float64(36.0)
+    """
+    X = _rows_by_tile(X.rechunk({1: -1}), block_bytes)
+    Y = X if Y is None else _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
+    dtype = np.result_type(X.dtype, Y.dtype, np.float32)
+    return da.blockwise(
+        kernel.pairwise, "ij", X, "ik", Y, "jk", dtype=dtype, concatenate=True
+    )
+
+
+def _strip_product(
+    kernel: Kernel, Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray, block_bytes: int
+) -> np.ndarray:
+    """``K(Xi, Yj) @ Vj``, in row strips so that the kernel strip stays under ``block_bytes``."""
+    strip = max(1, block_bytes // max(1, Yj.shape[0] * Xi.dtype.itemsize))
+    out = np.empty((Xi.shape[0], Vj.shape[1]), dtype=np.result_type(Xi.dtype, Vj.dtype))
+    for start in range(0, Xi.shape[0], strip):
+        stop = min(start + strip, Xi.shape[0])
+        out[start:stop] = kernel.pairwise(Xi[start:stop], Yj) @ Vj
+    return out
+
+
+def kernel_product(
+    kernel: Kernel,
+    X: da.Array,
+    Y: da.Array | np.ndarray,
+    V: np.ndarray,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> da.Array:
+    """The lazy product ``K(X, Y) @ V``, chunked like ``X``'s rows.
+
+    Each task evaluates one tile of ``K(X, Y)`` (in strips, whatever ``X``'s chunking) and
+    multiplies it by the matching rows of ``V``; partial products are summed with dask's tree
+    reduction. Nothing larger than a tile and an ``X`` chunk times ``V``'s width is in memory.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array, (n, d)
+    Y : dask or numpy array, (m, d)
+    V : numpy array, (m, k)
+
+    Returns
+    -------
+    dask array, (n, k), with ``X``'s row chunks and one column chunk.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import Linear
+    >>> X = da.from_array(np.eye(3), chunks=2)
+    >>> kernel_product(Linear(), X, np.eye(3), np.ones((3, 1))).compute().ravel()
+    array([1., 1., 1.])
+    """
+    X = X.rechunk({1: -1})
+    Y = Y if isinstance(Y, da.Array) else da.from_array(np.asarray(Y), chunks=(-1, -1))
+    Y = _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
+    Vd = da.from_array(np.asarray(V), chunks=(Y.chunks[0], -1))
+    dtype = np.result_type(X.dtype, Y.dtype, V.dtype, np.float32)
+
+    def tile(Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray) -> np.ndarray:
+        return _strip_product(kernel, Xi, Yj, Vj, block_bytes)[:, None, :]
+
+    pieces = da.blockwise(
+        tile,
+        "ija",
+        X,
+        "ik",
+        Y,
+        "jk",
+        Vd,
+        "ja",
+        dtype=dtype,
+        concatenate=True,
+        adjust_chunks={"j": 1},
+    )
+    return pieces.sum(axis=1, dtype=dtype)
+
+
+def kernel_diagonal(kernel: Kernel, X: da.Array) -> da.Array:
+    """The lazy diagonal ``k(x_i, x_i)``, one task per row chunk.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dkpca.kernels import Linear
+    >>> kernel_diagonal(Linear(), da.ones((4, 3), chunks=2)).compute()
+    array([3., 3., 3., 3.])
+    """
+    return X.rechunk({1: -1}).map_blocks(
+        kernel.diag, drop_axis=1, dtype=np.result_type(X.dtype, np.float32)
+    )
+
+
+def _tile_bounds(n: int, t: int) -> list[tuple[int, int]]:
+    return [(s, min(s + t, n)) for s in range(0, n, t)]
+
+
+def _tile_blocks(X: da.Array, block_bytes: int) -> tuple[list, list[tuple[int, int]]]:
+    """Delayed row tiles of ``X`` and their row bounds."""
+    X = _rows_by_tile(X.rechunk({1: -1}), block_bytes)
+    bounds = _tile_bounds(X.shape[0], X.chunks[0][0])
+    return list(X.to_delayed().ravel()), bounds
+
+
+def _pair_products(
+    kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray, Vi: np.ndarray, Vj: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    K = kernel.pairwise(Xi, Xj)
+    return K @ Vj, K.T @ Vi
+
+
+def _diagonal_product(kernel: Kernel, Xi: np.ndarray, Vi: np.ndarray) -> np.ndarray:
+    return kernel.pairwise(Xi) @ Vi
+
+
+def symmetric_kernel_product(
+    kernel: Kernel, X: da.Array, V: np.ndarray, *, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> np.ndarray:
+    """Compute ``K(X, X) @ V`` from the tiles on and above the diagonal only.
+
+    Tile ``(i, j)`` with ``i < j`` contributes ``K_ij V_j`` to row block ``i`` and
+    ``K_ijᵀ V_i`` to row block ``j``. Contributions are added into one accumulator per row
+    block as they arrive (a chain of additions), so memory stays at ``V``'s size plus the
+    tiles in flight.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array, (n, d)
+    V : numpy array, (n, b)
+
+    Returns
+    -------
+    numpy array, (n, b)
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import RBF
+    >>> X = np.random.default_rng(0).normal(size=(10, 2))
+    >>> V = np.ones((10, 1))
+    >>> got = symmetric_kernel_product(RBF(gamma=0.5), da.from_array(X, chunks=3), V,
+    ...                                block_bytes=16 * 16 * 8)
+    >>> bool(np.allclose(got, RBF(gamma=0.5).pairwise(X) @ V))
+    True
+    """
+    blocks, bounds = _tile_blocks(X, block_bytes)
+    V = np.asarray(V)
+    dtype = np.result_type(X.dtype, V.dtype, np.float32)
+    V_parts = [V[s:e].astype(dtype, copy=False) for s, e in bounds]
+    pair = dask.delayed(_pair_products, pure=True, nout=2)
+    diagonal = dask.delayed(_diagonal_product, pure=True)
+    add = dask.delayed(np.add, pure=True)
+    acc: list = [None] * len(blocks)
+
+    def accumulate(i: int, piece) -> None:
+        acc[i] = piece if acc[i] is None else add(acc[i], piece)
+
+    for i, Xi in enumerate(blocks):
+        accumulate(i, diagonal(kernel, Xi, V_parts[i]))
+        for j in range(i + 1, len(blocks)):
+            to_i, to_j = pair(kernel, Xi, blocks[j], V_parts[i], V_parts[j])
+            accumulate(i, to_i)
+            accumulate(j, to_j)
+    return np.concatenate(compute(*acc), axis=0)
+
+
+def tree_sum(parts: Sequence, split_every: int = 8):
+    """Sum delayed objects pairwise in a tree, so few partial results are alive at once.
+
+    Examples
+    --------
+    >>> import dask
+    >>> tree_sum([dask.delayed(i) for i in range(10)]).compute()
+    45
+    """
+    parts = list(parts)
+    add_all = dask.delayed(lambda *xs: sum(xs[1:], xs[0]), pure=True)
+    while len(parts) > 1:
+        parts = [add_all(*parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+    return parts[0]
+
+
+def _batches(items: Sequence, size: int) -> Iterator[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _n_threads() -> int:
+    """Threads of the active dask scheduler (a distributed client's, else the local pool)."""
+    try:
+        from distributed import default_client
+
+        return max(1, sum(default_client().nthreads().values()))
+    except (ImportError, ValueError):
+        return dask.config.get("num_workers", None) or os.cpu_count() or 1
+
+
+def gather_kernel(
+    kernel: Kernel, X: da.Array, *, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> np.ndarray:
+    """Gather the full training kernel ``K(X, X)`` into one numpy array.
+
+    Only tiles on and above the diagonal are evaluated, in batches of a few per thread, and
+    written into the preallocated result (the lower triangle by transposition), so peak memory
+    is ``K`` plus one batch of tiles, on any scheduler.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import Linear
+    >>> X = np.arange(6.0).reshape(3, 2)
+    >>> gather_kernel(Linear(), da.from_array(X, chunks=1), block_bytes=16 * 16 * 8)
+    array([[ 1.,  3.,  5.],
+           [ 3., 13., 23.],
+           [ 5., 23., 41.]])
+    """
+    blocks, bounds = _tile_blocks(X, block_bytes)
+    n = X.shape[0]
+    K = np.empty((n, n), dtype=np.result_type(X.dtype, np.float32))
+    pairwise = dask.delayed(kernel.pairwise, pure=True)
+    pairs = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
+    batch = 2 * _n_threads()
+    for chunk in _batches(pairs, batch):
+        tiles = compute(*(pairwise(blocks[i], blocks[j]) for i, j in chunk))
+        for (i, j), tile in zip(chunk, tiles, strict=True):
+            (ri, rj), (ci, cj) = bounds[i], bounds[j]
+            K[ri:rj, ci:cj] = tile
+            if i != j:
+                K[ci:cj, ri:rj] = tile.T
+    logger.debug("gathered a %d x %d kernel from %d tiles", n, n, len(pairs))
+    return K
+
+
+def center_kernel_inplace(K: np.ndarray, row_means: np.ndarray, total_mean: float) -> None:
+    """Turn ``K`` into ``H K H`` (``H = I - 11ᵀ/n``) in place, strip by strip.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = np.array([[2.0, 1.0], [1.0, 4.0]])
+    >>> center_kernel_inplace(K, K.mean(axis=0), K.mean())
+    >>> K
+    array([[ 1., -1.],
+           [-1.,  1.]])
+    """
+    strip = max(1, (8 * 2**20) // max(1, K.shape[1] * K.itemsize))
+    row_means = row_means.astype(K.dtype, copy=False)
+    for start in range(0, K.shape[0], strip):
+        block = K[start : start + strip]
+        block -= row_means
+        block -= row_means[start : start + strip, None]
+        block += K.dtype.type(total_mean)
+
+
+def center_columns(W: np.ndarray) -> np.ndarray:
+    """Subtract each column's mean in place and return the means.
+
+    Maintenance note: for ``Q`` with columns orthogonal to the ones vector, the centred product
+    ``H K H Q`` equals ``H (K Q)``: centring the columns of ``K Q`` is all the centring needed,
+    and the removed means are ``rᵀ Q`` (``r`` the kernel's row means), kept for ``transform``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.array([[1.0], [3.0]])
+    >>> center_columns(W), W.ravel()
+    (array([2.]), array([-1.,  1.]))
+    """
+    means = W.mean(axis=0)
+    W -= means
+    return means

@@ -1,0 +1,63 @@
+"""Steps shared by the solvers that decompose the full centred training kernel."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+
+from ..kernels import Kernel
+from ._basis import KernelBasis
+from ._components import ComponentRule, positive_part
+
+
+def basis_from_eigenpairs(
+    kernel: Kernel,
+    X: np.ndarray | da.Array,
+    eigenvalues: np.ndarray,
+    eigenvectors: np.ndarray,
+    row_means: np.ndarray,
+    total_variance: float,
+    rule: ComponentRule,
+    block_bytes: int,
+    owner: str,
+) -> tuple[KernelBasis, np.ndarray]:
+    """Select components and build the :class:`KernelBasis` of a full-kernel decomposition.
+
+    Returns the basis and the kept eigenvectors (``n × k``, for ``fit_transform``).
+    """
+    m = rule.select(eigenvalues, total_variance)
+    m = min(m, positive_part(eigenvalues[:m], m if rule.count is not None else 0, owner))
+    values = eigenvalues[:m].astype(np.float64)
+    vectors = eigenvectors[:, :m]
+    # The eigenvectors are orthogonal to the ones vector in exact arithmetic; removing the
+    # rounding residue makes the single offset term the whole centring of new points.
+    coef = (vectors - vectors.mean(axis=0)) / np.sqrt(values)
+    offset = row_means.astype(np.float64) @ coef
+    basis = KernelBasis(
+        kernel=kernel,
+        basis=X,
+        coef=coef,
+        offset=offset,
+        eigenvalues=values,
+        n_samples=vectors.shape[0],
+        total_variance=float(total_variance),
+        block_bytes=block_bytes,
+    )
+    return basis, vectors
+
+
+def check_finite_kernel(row_means: np.ndarray, X: da.Array, owner: str) -> None:
+    """Raise a precise error when the kernel's row means are not finite.
+
+    NaN or infinity in the data reach the kernel, so checking the (small) row means costs no
+    extra pass over lazy data; only on failure is ``X`` itself inspected, to tell bad input
+    from a kernel that overflowed.
+    """
+    if np.isfinite(row_means).all():
+        return
+    if not bool(da.isfinite(X).all().compute()):
+        raise ValueError(f"{owner}: X contains NaN or infinity; remove or impute those values.")
+    raise ValueError(
+        f"{owner}: the kernel matrix has non-finite entries (overflow); reduce gamma or degree, "
+        f"or scale the data."
+    )

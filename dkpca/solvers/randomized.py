@@ -1,0 +1,176 @@
+"""Randomized kernel PCA: block Krylov iteration on the centred kernel operator."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import dask.array as da
+import numpy as np
+
+from ..blocked import (
+    center_columns,
+    compute,
+    gather_kernel,
+    kernel_diagonal,
+    symmetric_kernel_product,
+)
+from ..kernels import Kernel
+from ..linalg import KrylovResult, block_krylov_eigh
+from ._basis import KernelBasis
+from ._common import basis_from_eigenpairs, check_finite_kernel
+from ._components import ComponentRule
+
+__all__ = ["fit_randomized"]
+
+logger = logging.getLogger(__name__)
+
+#: First guess for the number of components when a rule (fraction, threshold) sets it.
+_INITIAL_COMPONENTS = 16
+
+
+class _CenteredKernelOperator:
+    """``Q -> H K H Q`` for blocks ``Q`` orthogonal to the ones vector.
+
+    The kernel is held in memory when it fits in ``max_memory`` bytes (every product is then
+    one multithreaded GEMM); otherwise every product re-evaluates the upper tiles on the
+    cluster, and the first product carries one extra column, ``1/n``, that yields ``K``'s row
+    means without a pass of their own.
+    """
+
+    def __init__(self, kernel: Kernel, X: da.Array, *, block_bytes: int, max_memory: int):
+        self.kernel, self.X, self.block_bytes = kernel, X, block_bytes
+        self.n_passes = 0
+        n = X.shape[0]
+        if n * n * X.dtype.itemsize <= max_memory:
+            self.K: np.ndarray | None = gather_kernel(kernel, X, block_bytes=block_bytes)
+            self.row_means: np.ndarray | None = self.K.mean(axis=0, dtype=np.float64)
+            check_finite_kernel(self.row_means, X, "KernelPCA")
+            self.diagonal_sum = float(np.trace(self.K, dtype=np.float64))
+            logger.info("randomized solver on a cached %d x %d kernel", n, n)
+        else:
+            self.K, self.row_means = None, None
+            (self.diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
+            logger.info("randomized solver re-evaluating kernel tiles (kernel > max_memory)")
+
+    def __call__(self, Q: np.ndarray) -> np.ndarray:
+        self.n_passes += 1
+        if self.K is not None:
+            W = self.K @ Q.astype(self.K.dtype, copy=False)
+        elif self.row_means is None:
+            n = Q.shape[0]
+            W = symmetric_kernel_product(
+                self.kernel, self.X, np.hstack([Q, np.full((n, 1), 1.0 / n)]),
+                block_bytes=self.block_bytes,
+            )
+            self.row_means = W[:, -1].astype(np.float64)
+            check_finite_kernel(self.row_means, self.X, "KernelPCA")
+            W = W[:, :-1]
+        else:
+            W = symmetric_kernel_product(self.kernel, self.X, Q, block_bytes=self.block_bytes)
+        W = np.array(W, dtype=np.float64)
+        center_columns(W)
+        return W
+
+    def total_variance(self) -> float:
+        """Trace of the centred kernel: ``sum(diag K) - n · mean(K)``."""
+        return self.diagonal_sum - self.X.shape[0] * float(self.row_means.mean())
+
+
+def fit_randomized(
+    kernel: Kernel,
+    X: da.Array,
+    rule: ComponentRule,
+    *,
+    seed: np.random.SeedSequence,
+    block_bytes: int,
+    max_memory: int,
+    n_oversamples: int = 10,
+    tol: float = 1e-6,
+    max_iter: int = 20,
+    basis_data: np.ndarray | da.Array | None = None,
+) -> tuple[KernelBasis, np.ndarray, KrylovResult]:
+    """Randomized kernel PCA by block Krylov iteration.
+
+    A random block of ``k + n_oversamples`` columns starts a block Lanczos iteration on the
+    centred kernel operator (:func:`dkpca.linalg.block_krylov_eigh`), which stops once the
+    residual of every wanted eigenpair is below ``tol`` relative to the first eigenvalue.
+    With a variance-fraction or threshold rule, the number of components is found by doubling
+    the first guess until the rule is decided.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array, (n, d)
+    rule : ComponentRule
+    seed : numpy.random.SeedSequence
+        Source of the random start block (generated in memory, so independent of chunking).
+    block_bytes : int
+        Memory for one kernel tile.
+    max_memory : int
+        Bytes the kernel matrix may take in memory; above, tiles are re-evaluated every pass.
+    n_oversamples, tol, max_iter
+        Block width beyond ``k``, relative residual tolerance, maximum passes.
+    basis_data : array, optional
+        What the fitted basis keeps as training data (default ``X``).
+
+    Returns
+    -------
+    basis : KernelBasis
+    eigenvectors : (n, k) array
+    result : KrylovResult
+        Passes, convergence and residual of the final run.
+
+    Notes
+    -----
+    Cached: memory ``n² × itemsize``, time ``O(n² d)`` once plus ``O(n² b)`` per pass.
+    Streaming: memory one tile per thread plus the ``n × (passes · b)`` Krylov basis; each
+    pass costs a full kernel evaluation (``O(n² d)``, halved by symmetry).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import RBF
+    >>> X = da.from_array(np.random.default_rng(0).normal(size=(300, 3)))
+    >>> basis, _, res = fit_randomized(RBF(gamma=0.5), X, ComponentRule(count=3),
+    ...     seed=np.random.SeedSequence(0), block_bytes=2**20, max_memory=2**30)
+    >>> res.converged, basis.n_components
+    (True, 3)
+    """
+    n = X.shape[0]
+    operator = _CenteredKernelOperator(
+        kernel, X, block_bytes=block_bytes, max_memory=max_memory
+    )
+    rng = np.random.default_rng(seed)
+    k = rule.count if rule.count is not None else min(n, _INITIAL_COMPONENTS)
+    while True:
+        k = min(k, n)
+        start = rng.standard_normal((n, min(n, k + n_oversamples)))
+        start -= start.mean(axis=0)  # orthogonal to the ones vector, see center_columns
+        result = block_krylov_eigh(operator, start, k, tol=tol, max_iter=max_iter)
+        total = operator.total_variance()
+        if k >= n or rule.satisfied_by(result.eigenvalues, total):
+            break
+        logger.info("component rule needs more than %d components; doubling", k)
+        k *= 2
+    if not result.converged:
+        warnings.warn(
+            f"KernelPCA: the randomized solver stopped after {result.n_passes} passes with "
+            f"relative residual {result.residual:.2g} > tol={tol:g}; raise max_iter or use "
+            f"solver='exact'.",
+            UserWarning,
+            stacklevel=3,
+        )
+    logger.info("randomized solver: %d passes, residual %.3g", operator.n_passes, result.residual)
+    basis, vectors = basis_from_eigenpairs(
+        kernel,
+        X if basis_data is None else basis_data,
+        result.eigenvalues,
+        result.eigenvectors,
+        operator.row_means,
+        total,
+        rule,
+        block_bytes,
+        "KernelPCA",
+    )
+    return basis, vectors, result
