@@ -293,7 +293,8 @@ class Polynomial(Kernel):
         X, Y = _as_blocks(X, Y)
         g = _resolve_gamma(self.gamma, X.shape[1])
         K = _augmented_product(X, Y, g, [self.coef0], [1.0])
-        return np.power(K, self.degree, out=K)
+        with np.errstate(over="ignore"):  # overflow is reported by the solvers' finite check
+            return np.power(K, self.degree, out=K)
 
     def diag(self, X: np.ndarray) -> np.ndarray:  # noqa: D102
         X, _ = _as_blocks(X, None)

@@ -86,6 +86,6 @@ def positive_part(eigenvalues: np.ndarray, requested: int, owner: str) -> int:
             f"{owner}: only {keep} of the {requested} requested components have a positive "
             f"eigenvalue; keeping {keep}.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=5,  # the user's fit(), through the solver and basis_from_eigenpairs
         )
     return keep

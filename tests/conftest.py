@@ -1,0 +1,70 @@
+"""Shared fixtures: data sets, seeds, a no-compute guard and an in-process cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+os.environ.setdefault("DASK_ARRAY__QUERY_PLANNING", "False")
+
+import dask
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits, make_moons
+from sklearn.preprocessing import StandardScaler
+
+
+@pytest.fixture(scope="session")
+def digits() -> np.ndarray:
+    """scikit-learn's digits (1797 x 64), standardised."""
+    return StandardScaler().fit_transform(load_digits().data)
+
+
+@pytest.fixture(scope="session")
+def moons() -> np.ndarray:
+    """Two moons with a little noise (600 x 2)."""
+    X, _ = make_moons(n_samples=600, noise=0.08, random_state=0)
+    return X
+
+
+@pytest.fixture(params=[0, 1, 2])
+def global_random_seed(request) -> int:
+    """A few seeds, so that no test depends on one lucky draw."""
+    return request.param
+
+
+@contextlib.contextmanager
+def raise_if_dask_computes():
+    """Fail if anything inside the block computes a dask graph."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dask graph was computed where none should be")
+
+    with dask.config.set(scheduler=refuse):
+        yield
+
+
+@pytest.fixture
+def no_compute():
+    """The :func:`raise_if_dask_computes` guard as a fixture."""
+    return raise_if_dask_computes
+
+
+@pytest.fixture
+def client():
+    """An in-process distributed cluster (2 workers, 1 thread each)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def match_signs(A: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Flip ``A``'s columns to agree in sign with ``reference``'s."""
+    signs = np.sign(np.sum(A * reference, axis=0))
+    signs[signs == 0] = 1
+    return A * signs

@@ -1,0 +1,124 @@
+import tracemalloc
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from dask.array.utils import assert_eq
+from sklearn.preprocessing import KernelCenterer
+
+from dkpca.blocked import (
+    center_columns,
+    center_kernel_inplace,
+    gather_kernel,
+    kernel_diagonal,
+    kernel_matrix,
+    kernel_product,
+    symmetric_kernel_product,
+    tile_rows,
+    tree_sum,
+)
+from dkpca.kernels import RBF, Linear, Polynomial
+
+KERNELS = [RBF(gamma=0.2), Polynomial(2, 0.3, 1.0), Linear()]
+# block_bytes values giving 1 tile, several tiles, and a ragged last tile for n = 203.
+BLOCK_BYTES = [2**30, 64 * 64 * 8, 50 * 50 * 8]
+CHUNKS = [203, 50, (100, 3, 100)]
+
+
+@pytest.fixture
+def X():
+    return np.random.default_rng(3).normal(size=(203, 5))
+
+
+def test_tile_rows_respects_memory():
+    for itemsize in (4, 8):
+        for budget in (2**20, 128 * 2**20):
+            t = tile_rows(itemsize, budget)
+            assert t * t * itemsize <= budget < (t + 1) ** 2 * itemsize
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("chunks", CHUNKS)
+def test_lazy_kernel_matrix(kernel, chunks, X):
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    K = kernel_matrix(kernel, Xd, block_bytes=64 * 64 * 8)
+    assert_eq(K, kernel.pairwise(X))
+    Y = X[:17] + 1
+    assert_eq(kernel_matrix(kernel, Xd, da.from_array(Y, chunks=5)), kernel.pairwise(X, Y))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("block_bytes", BLOCK_BYTES)
+def test_gather_kernel(kernel, block_bytes, X):
+    K = gather_kernel(kernel, da.from_array(X, chunks=(37, -1)), block_bytes=block_bytes)
+    np.testing.assert_allclose(K, kernel.pairwise(X), atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+def test_centering_equals_kernel_centerer(kernel, X):
+    K = kernel.pairwise(X)
+    expected = KernelCenterer().fit_transform(K)
+    row_means = K.mean(axis=0)
+    center_kernel_inplace(K, row_means, row_means.mean())
+    np.testing.assert_allclose(K, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("chunks", CHUNKS)
+@pytest.mark.parametrize("block_bytes", BLOCK_BYTES)
+def test_centered_product_equals_dense(kernel, chunks, block_bytes, X):
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(X.shape[0], 4))
+    Q -= Q.mean(axis=0)  # the solvers' blocks are orthogonal to the ones vector
+    K = kernel.pairwise(X)
+    Kc = KernelCenterer().fit_transform(K)
+    W = symmetric_kernel_product(
+        kernel, da.from_array(X, chunks=(chunks, -1)), Q, block_bytes=block_bytes
+    )
+    np.testing.assert_allclose(W, K @ Q, atol=1e-10)
+    means = center_columns(W)
+    np.testing.assert_allclose(W, Kc @ Q, atol=1e-10)
+    np.testing.assert_allclose(means, K.mean(axis=0) @ Q, atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("chunks", CHUNKS)
+def test_lazy_kernel_product(kernel, chunks, X):
+    Y = np.random.default_rng(1).normal(size=(150, 5))
+    V = np.random.default_rng(2).normal(size=(150, 3))
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    result = kernel_product(kernel, Xd, Y, V, block_bytes=40 * 40 * 8)
+    assert result.chunks == (Xd.chunks[0], (3,))
+    assert_eq(result, kernel.pairwise(X, Y) @ V)
+
+
+def test_kernel_product_strips_large_row_chunks():
+    # One 600-row chunk against a 16 KiB budget: the kernel is evaluated in strips.
+    X = np.random.default_rng(4).normal(size=(600, 3))
+    V = np.ones((600, 1))
+    result = kernel_product(RBF(gamma=1.0), da.from_array(X), X, V, block_bytes=2**14)
+    np.testing.assert_allclose(result.compute(), RBF(gamma=1.0).pairwise(X) @ V, atol=1e-10)
+
+
+def test_kernel_diagonal(X):
+    d = kernel_diagonal(Polynomial(2, 0.3, 1.0), da.from_array(X, chunks=50))
+    assert_eq(d, np.diag(Polynomial(2, 0.3, 1.0).pairwise(X)))
+
+
+def test_tree_sum_many_parts():
+    parts = [dask.delayed(np.full)(3, float(i)) for i in range(50)]
+    np.testing.assert_array_equal(tree_sum(parts, split_every=3).compute(), np.full(3, 1225.0))
+
+
+def test_streaming_product_never_holds_the_kernel():
+    n = 3000
+    X = da.from_array(np.random.default_rng(5).normal(size=(n, 4)), chunks=(500, -1))
+    Q = np.ones((n, 2))
+    tracemalloc.start()
+    try:
+        symmetric_kernel_product(RBF(gamma=0.5), X, Q, block_bytes=2**20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < n * n * 8 / 8, f"peak {peak / 2**20:.1f} MiB for a {n * n * 8 / 2**20} MiB kernel"

@@ -1,0 +1,309 @@
+"""KernelPCA against scikit-learn's dense KernelPCA, and its contracts."""
+
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import match_signs
+from sklearn.base import clone
+from sklearn.decomposition import KernelPCA as SkKernelPCA
+from sklearn.exceptions import NotFittedError
+
+from dkpca import KernelPCA
+from dkpca.kernels import RBF, Linear
+
+KERNELS = ["rbf", "poly", "sigmoid", "linear"]
+
+
+_REFERENCES: dict = {}
+
+
+def _reference(X, kernel, n_components, dataset):
+    """scikit-learn's dense fit, computed once per data set, kernel and size."""
+    key = (dataset, kernel, n_components)
+    if key not in _REFERENCES:
+        _REFERENCES[key] = SkKernelPCA(n_components, kernel=kernel, eigen_solver="dense").fit(X)
+    return _REFERENCES[key]
+
+
+def _n_components(dataset, kernel):
+    # Two-moons features span 2 (linear) and 9 (cubic) centred dimensions.
+    return {"linear": 2, "poly": 8}.get(kernel, 10) if dataset == "moons" else 10
+
+
+def _data(request, name):
+    X = request.getfixturevalue(name)
+    rng = np.random.default_rng(0)
+    train = rng.permutation(len(X))
+    return X[train[: len(X) * 4 // 5]], X[train[len(X) * 4 // 5 :]]
+
+
+@pytest.mark.parametrize("dataset", ["digits", "moons"])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_exact_matches_sklearn_dense(request, dataset, kernel):
+    X, X_new = _data(request, dataset)
+    n_components = _n_components(dataset, kernel)
+    ref = _reference(X, kernel, n_components, dataset)
+    kp = KernelPCA(n_components, kernel=kernel, solver="exact").fit(X)
+    np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    got, expected = kp.transform(X_new), ref.transform(X_new)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(match_signs(got, expected), expected, rtol=0, atol=1e-8 * scale)
+    train_scores = kp.fit_transform(X)
+    np.testing.assert_allclose(
+        match_signs(train_scores, ref.transform(X)), ref.transform(X), atol=1e-8 * scale
+    )
+
+
+@pytest.mark.parametrize("dataset", ["digits", "moons"])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_randomized_matches_sklearn_dense(request, dataset, kernel, global_random_seed):
+    X, X_new = _data(request, dataset)
+    n_components = _n_components(dataset, kernel)
+    ref = _reference(X, kernel, n_components, dataset)
+    kp = KernelPCA(
+        n_components, kernel=kernel, solver="randomized", random_state=global_random_seed
+    ).fit(X)
+    assert kp.solver_ == "randomized"
+    np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-4)
+    got, expected = kp.transform(X_new), ref.transform(X_new)
+    np.testing.assert_allclose(
+        match_signs(got, expected), expected, atol=1e-3 * np.abs(expected).max()
+    )
+
+
+@pytest.mark.parametrize("max_memory", ["1GiB", 1000])
+def test_randomized_streaming_equals_cached(digits, max_memory):
+    # max_memory=1000 bytes forces the tiles to be re-evaluated on every pass.
+    X = digits[:700]
+    kwargs = dict(solver="randomized", random_state=0, block_size=200 * 200 * 8)
+    cached = KernelPCA(5, **kwargs).fit(X)
+    other = KernelPCA(5, max_memory=max_memory, **kwargs).fit(X)
+    np.testing.assert_allclose(other.eigenvalues_, cached.eigenvalues_, rtol=1e-10)
+    np.testing.assert_allclose(other.transform(X[:20]), cached.transform(X[:20]), atol=1e-8)
+
+
+def test_same_result_for_any_chunking(digits):
+    X = digits[:600]
+    reference = KernelPCA(6, solver="randomized", random_state=1).fit(X)
+    for chunks in [(600, -1), (100, -1), ((250, 7, 343), -1)]:
+        kp = KernelPCA(6, solver="randomized", random_state=1, block_size=150 * 150 * 8)
+        kp.fit(da.from_array(X, chunks=chunks))
+        np.testing.assert_allclose(kp.eigenvalues_, reference.eigenvalues_, rtol=1e-12)
+        np.testing.assert_allclose(kp.transform(X[:9]), reference.transform(X[:9]), atol=1e-10)
+
+
+@pytest.mark.distributed
+def test_same_result_under_distributed_client(digits, client):
+    X = digits[:500]
+    Xd = da.from_array(X, chunks=(120, -1))
+    for solver in ["exact", "randomized"]:
+        kwargs = dict(solver=solver, random_state=0, block_size=150 * 150 * 8)
+        with_client = KernelPCA(5, **kwargs).fit(Xd)
+        scores = with_client.transform(Xd).compute()
+        client_free = KernelPCA(5, **kwargs)
+        with __import__("dask").config.set(scheduler="threads"):
+            client_free.fit(Xd)
+            expected = client_free.transform(Xd).compute()
+        np.testing.assert_allclose(with_client.eigenvalues_, client_free.eigenvalues_, rtol=1e-12)
+        np.testing.assert_allclose(scores, expected, atol=1e-10)
+
+
+def test_dask_in_dask_out_lazily(digits, no_compute):
+    kp = KernelPCA(4, solver="exact").fit(digits[:300])
+    Xd = da.from_array(digits[300:400], chunks=(30, -1))
+    with no_compute():
+        Z = kp.transform(Xd)
+    assert isinstance(Z, da.Array) and Z.chunks == (Xd.chunks[0], (4,))
+    np.testing.assert_allclose(Z.compute(), kp.transform(digits[300:400]), atol=1e-12)
+    assert isinstance(kp.transform(digits[:5]), np.ndarray)
+
+
+def test_fit_transform_with_dask_input_is_dask(digits):
+    Xd = da.from_array(digits[:300], chunks=(100, -1))
+    Z = KernelPCA(3, solver="exact").fit_transform(Xd)
+    assert isinstance(Z, da.Array) and Z.chunks[0] == (100, 100, 100)
+
+
+def test_xarray_input(digits):
+    X = xr.DataArray(digits[:200], dims=("sample", "pixel"))
+    Z = KernelPCA(3, solver="exact").fit(X).transform(X)
+    np.testing.assert_allclose(Z, KernelPCA(3, solver="exact").fit(digits[:200]).transform(X))
+
+
+def test_float32_stays_float32(digits):
+    X = digits[:300].astype(np.float32)
+    kp = KernelPCA(3, solver="exact").fit(X)
+    assert kp.transform(X).dtype == np.float32
+    ref = KernelPCA(3, solver="exact").fit(X.astype(np.float64))
+    np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-4)
+
+
+def test_attributes_and_sklearn_api(digits):
+    kp = KernelPCA(5, kernel="rbf", sigma2=32.0, solver="exact").fit(digits[:400])
+    assert kp.kernel_ == RBF(sigma2=32.0) and kp.gamma_ == pytest.approx(1 / 64)
+    assert kp.n_components_ == 5 and kp.n_features_in_ == 64 and kp.n_iter_ == 1
+    np.testing.assert_allclose(kp.explained_variance_, kp.eigenvalues_ / 400)
+    assert np.all(np.diff(kp.eigenvalues_) <= 0)
+    assert 0 < kp.explained_variance_ratio_.sum() < 1
+    np.testing.assert_allclose(kp.eigenvectors_.T @ kp.eigenvectors_, np.eye(5), atol=1e-10)
+    cloned = clone(kp)
+    assert cloned.get_params() == kp.get_params() and not hasattr(cloned, "basis_")
+    assert list(kp.get_feature_names_out()) == [f"kernelpca{i}" for i in range(5)]
+    assert "KernelPCA(" in repr(kp)
+
+
+def test_default_gamma_is_inverse_features(digits):
+    kp = KernelPCA(2, solver="exact").fit(digits[:100])
+    assert kp.gamma_ == pytest.approx(1 / 64)
+    assert KernelPCA(2, kernel="linear", solver="exact").fit(digits[:100]).gamma_ is None
+
+
+def test_kernel_object_and_sum(digits):
+    X = digits[:300]
+    kernel = RBF(gamma=0.01) + Linear()
+    kp = KernelPCA(4, kernel=kernel, solver="exact").fit(X)
+    K = kernel.pairwise(X)
+    H = np.eye(300) - 1 / 300
+    expected = np.sort(np.linalg.eigvalsh(H @ K @ H))[::-1][:4]
+    np.testing.assert_allclose(kp.eigenvalues_, expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+def test_variance_fraction_rule(digits, solver):
+    X = digits[:800]
+    full = KernelPCA(None, solver="exact").fit(X)
+    ratios = np.cumsum(full.eigenvalues_) / full.eigenvalues_.sum()
+    expected = int(np.searchsorted(ratios, 0.5) + 1)
+    kp = KernelPCA(0.5, solver=solver, random_state=0).fit(X)
+    assert kp.n_components_ == expected
+    assert kp.explained_variance_ratio_.sum() >= 0.5 > kp.explained_variance_ratio_[:-1].sum()
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+def test_relative_eigenvalue_threshold_rule(digits, solver):
+    X = digits[:800]
+    kp = KernelPCA(
+        40 if solver == "randomized" else None, min_relative_eigenvalue=0.1,
+        solver=solver, random_state=0,
+    ).fit(X)
+    full = KernelPCA(None, solver="exact").fit(X).eigenvalues_
+    assert kp.n_components_ == np.count_nonzero(full >= 0.1 * full[0])
+    assert kp.eigenvalues_[-1] >= 0.1 * kp.eigenvalues_[0]
+
+
+def test_all_components_drops_zero_eigenvalues(digits):
+    kp = KernelPCA(None, kernel="linear").fit(digits[:200])
+    assert kp.solver_ == "exact" and kp.n_components_ <= 64
+
+
+def test_rank_deficient_count_warns():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    with pytest.warns(UserWarning, match="only 3 of the 5 requested components") as record:
+        kp = KernelPCA(5, kernel="linear", solver="exact").fit(X)
+    assert record[0].filename == __file__  # points at the caller, not at dkpca
+    assert kp.n_components_ == 3
+
+
+def test_auto_solver_choice(digits, moons):
+    assert KernelPCA(5).fit(digits).solver_ == "exact"  # n <= 2000
+    big = np.random.default_rng(0).normal(size=(2500, 3))
+    assert KernelPCA(5, random_state=0).fit(big).solver_ == "randomized"
+    assert KernelPCA(600).fit(big).solver_ == "exact"  # more than n / 5 components
+    assert KernelPCA(5, max_memory=1000, random_state=0).fit(moons).solver_ == "randomized"
+
+
+def test_random_state_reproducible(digits):
+    a = KernelPCA(5, solver="randomized", random_state=7).fit(digits)
+    b = KernelPCA(5, solver="randomized", random_state=np.random.default_rng(7)).fit(digits)
+    c = KernelPCA(5, solver="randomized", random_state=7).fit(digits)
+    np.testing.assert_array_equal(a.eigenvectors_, c.eigenvectors_)
+    np.testing.assert_allclose(b.eigenvalues_, a.eigenvalues_, rtol=1e-6)
+
+
+def test_not_converged_warns(digits):
+    with pytest.warns(UserWarning, match="stopped after 1 passes"):
+        KernelPCA(5, solver="randomized", max_iter=1, random_state=0).fit(digits)
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("X", "error", "message"),
+    [
+        (np.array([[1.0, np.nan], [2.0, 3.0]]), ValueError, "NaN or infinity"),
+        (np.array([[1.0, np.inf], [2.0, 3.0]]), ValueError, "NaN or infinity"),
+        (np.ones((1, 3)), ValueError, "at least 2 samples, got 1"),
+        (np.ones(5), ValueError, r"must be 2-D.*X.reshape\(-1, 1\)"),
+        (np.ones((2, 3, 4)), ValueError, "must be 2-D"),
+        (np.ones((0, 3)), ValueError, "empty"),
+        (np.array([["a", "b"], ["c", "d"]]), TypeError, "non-numeric dtype"),
+        (np.ones((3, 2), dtype=complex), TypeError, "complex dtype"),
+        (3.0, ValueError, "got a scalar"),
+    ],
+)
+def test_bad_input(X, error, message):
+    with pytest.raises(error, match=message):
+        KernelPCA(1, solver="exact").fit(X)
+
+
+def test_nan_in_lazy_input_found_during_fit():
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    X[17, 1] = np.nan
+    for solver in ["exact", "randomized"]:
+        for max_memory in ["auto", 100]:
+            if solver == "exact" and max_memory == 100:
+                continue
+            kp = KernelPCA(2, solver=solver, max_memory=max_memory, random_state=0)
+            with pytest.raises(ValueError, match="NaN or infinity"):
+                kp.fit(da.from_array(X, chunks=20))
+
+
+def test_overflowing_kernel_is_not_blamed_on_input():
+    X = np.random.default_rng(0).normal(size=(30, 3)) * 1e3
+    with pytest.raises(ValueError, match="non-finite entries"):
+        KernelPCA(2, kernel="poly", degree=200, solver="exact").fit(X)
+
+
+def test_too_many_components(digits):
+    with pytest.raises(ValueError, match="n_components=200 is larger than possible"):
+        KernelPCA(200).fit(digits[:100])
+
+
+def test_feature_mismatch_at_transform(digits):
+    kp = KernelPCA(2, solver="exact").fit(digits[:100])
+    with pytest.raises(ValueError, match="X has 10 features, but KernelPCA was fitted with 64"):
+        kp.transform(digits[:5, :10])
+
+
+def test_unfitted_use():
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        KernelPCA(2).transform(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"n_components": 0}, "invalid n_components=0"),
+        ({"n_components": 1.5}, "invalid n_components=1.5"),
+        ({"kernel": "laplacian"}, "invalid kernel='laplacian'"),
+        ({"solver": "nystrom-ish"}, "invalid solver='nystrom-ish'"),
+        ({"gamma": -1.0}, "invalid gamma=-1.0"),
+        ({"gamma": 1.0, "sigma2": 2.0}, "gamma or sigma2, not both"),
+        ({"kernel": "poly", "sigma2": 2.0}, "sigma2 applies to the rbf kernel only"),
+        ({"degree": 0}, "invalid degree=0"),
+        ({"tol": 0}, "invalid tol=0"),
+        ({"max_iter": 0}, "invalid max_iter=0"),
+        ({"block_size": "lots"}, "block_size='lots' is not a size"),
+        ({"max_memory": -5}, "invalid max_memory=-5"),
+        ({"random_state": "seed"}, "invalid random_state='seed'"),
+        ({"n_components": None, "solver": "randomized"}, "needs n_components"),
+        ({"solver": "exact", "max_memory": 1000}, "solver='randomized'"),
+        ({"n_components": None, "max_memory": 1000}, "set n_components"),
+    ],
+)
+def test_invalid_parameters(digits, params, message):
+    params = {"n_components": 2, **params}
+    with pytest.raises(ValueError, match=message):
+        KernelPCA(**params).fit(digits[:50])
