@@ -430,8 +430,6 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             mean, eigenvalues, vectors, total = self._fit_covariance(Xd, rule)
         else:
             mean, eigenvalues, vectors, total = self._fit_gram(Xd, rule)
-        if not np.isfinite(mean).all():
-            raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
         variances = eigenvalues / (n - 1)
         m = rule.select(variances, total)
         self.mean_ = mean
@@ -453,6 +451,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         shift = X[0].astype(np.float64)
         parts = [dask.delayed(_shifted_moments)(b, shift) for b in X.to_delayed().ravel()]
         (moments,) = compute(tree_sum(parts))
+        _check_finite_statistics(moments)
         mean_shift, cross = moments[0] / n, moments[1:]
         cov = cross - n * np.outer(mean_shift, mean_shift)  # n × covariance, around the mean
         total = float(np.trace(cov)) / (n - 1)
@@ -468,6 +467,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         columns = X.rechunk((-1, min(d, width)))
         parts = [dask.delayed(_dot_matrix)(b) for b in columns.to_delayed().ravel()]
         G, mean = compute(tree_sum(parts), columns.mean(axis=0, dtype=np.float64))
+        _check_finite_statistics(G, mean)
         row_means = G.mean(axis=0)
         center_kernel_inplace(G, row_means, float(row_means.mean()))
         total = float(np.trace(G)) / (n - 1)
@@ -512,15 +512,23 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return _like_input(Zd @ self.components_.astype(Zd.dtype) + self.mean_, Z)
 
 
+def _check_finite_statistics(*statistics: np.ndarray) -> None:
+    """Non-finite input reaches the accumulated statistics; report it before any solve."""
+    if not all(np.isfinite(s).all() for s in statistics):
+        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
+
+
 def _shifted_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """Column sums (first row) stacked on the cross-product matrix of ``block - shift``."""
     Y = block.astype(np.float64) - shift
-    return np.vstack([Y.sum(axis=0), Y.T @ Y.copy()])  # distinct buffers: no syrk (API notes)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
+        return np.vstack([Y.sum(axis=0), Y.T @ Y.copy()])  # distinct buffers: no syrk
 
 
 def _dot_matrix(block: np.ndarray) -> np.ndarray:
     """``B Bᵀ`` of one feature chunk, in float64."""
     B = block.astype(np.float64)
-    return B @ B.T.copy()
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
+        return B @ B.T.copy()
 
 

@@ -89,7 +89,8 @@ def _augmented_product(
     for k, (xc, yc) in enumerate(zip(x_cols, y_cols, strict=True)):
         Xa[:, d + k] = xc
         Ya[:, d + k] = yc
-    return Xa @ Ya.T
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input: the solvers report it
+        return Xa @ Ya.T
 
 
 def _squared_norms(X: np.ndarray) -> np.ndarray:

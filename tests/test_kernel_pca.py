@@ -251,6 +251,7 @@ def test_bad_input(X, error, message):
 def test_nan_in_lazy_input_found_during_fit():
     X = np.random.default_rng(0).normal(size=(60, 3))
     X[17, 1] = np.nan
+    X[3, 0] = np.inf
     for solver in ["exact", "randomized"]:
         for max_memory in ["auto", 100]:
             if solver == "exact" and max_memory == 100:

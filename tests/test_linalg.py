@@ -1,0 +1,69 @@
+import numpy as np
+import pytest
+import scipy.linalg
+
+from dkpca.linalg import block_krylov_eigh, flip_signs, top_eigh
+
+
+def _spd(n, decay, seed=0):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    return (Q * decay ** np.arange(n)) @ Q.T
+
+
+def test_top_eigh_matches_scipy():
+    A = _spd(50, 0.9)
+    w, V = top_eigh(A, 5)
+    ref_w, ref_V = scipy.linalg.eigh(A)
+    np.testing.assert_allclose(w, ref_w[::-1][:5], rtol=1e-12)
+    np.testing.assert_allclose(np.abs(V), np.abs(ref_V[:, ::-1][:, :5]), atol=1e-10)
+    w_all, _ = top_eigh(A)
+    assert len(w_all) == 50 and np.all(np.diff(w_all) <= 0)
+
+
+def test_flip_signs_makes_largest_entry_positive():
+    V = flip_signs(np.array([[0.1, 2.0], [-3.0, -0.5]]))
+    assert V[1, 0] == 3.0 and V[0, 1] == 2.0
+
+
+@pytest.mark.parametrize("decay", [0.5, 0.9, 0.99])
+def test_block_krylov_converges_to_eigh(decay, global_random_seed):
+    A = _spd(300, decay, seed=global_random_seed)
+    start = np.random.default_rng(global_random_seed).normal(size=(300, 15))
+    res = block_krylov_eigh(lambda V: A @ V, start, 5, tol=1e-10, max_iter=20)
+    ref_w, ref_V = scipy.linalg.eigh(A)
+    assert res.converged and res.residual <= 1e-10
+    np.testing.assert_allclose(res.eigenvalues, ref_w[::-1][:5], rtol=1e-9)
+    overlap = np.abs(np.sum(res.eigenvectors * ref_V[:, ::-1][:, :5], axis=0))
+    np.testing.assert_allclose(overlap, 1.0, atol=1e-8)
+
+
+def test_block_krylov_residual_bounds_the_error():
+    A = _spd(400, 0.98)
+    start = np.random.default_rng(0).normal(size=(400, 8))
+    res = block_krylov_eigh(lambda V: A @ V, start, 3, tol=1e-3, max_iter=50)
+    exact = np.sort(np.linalg.eigvalsh(A))[::-1][:3]
+    # Ritz values lie below the eigenvalues, within residual² / gap of them.
+    assert np.all(res.eigenvalues <= exact + 1e-12)
+    gap = exact[2] - np.sort(np.linalg.eigvalsh(A))[::-1][3]
+    assert np.all(exact - res.eigenvalues <= (res.residual * exact[0]) ** 2 / gap * 10)
+
+
+def test_block_krylov_stops_on_invariant_subspace():
+    A = np.diag(np.r_[np.arange(10.0, 0, -1), np.zeros(90)])
+    start = np.random.default_rng(0).normal(size=(100, 4))
+    res = block_krylov_eigh(lambda V: A @ V, start, 3, tol=1e-14, max_iter=50)
+    assert res.converged and res.n_passes < 50
+    np.testing.assert_allclose(res.eigenvalues, [10.0, 9.0, 8.0], rtol=1e-10)
+
+
+def test_block_krylov_reports_non_convergence():
+    A = _spd(200, 0.999)
+    start = np.random.default_rng(0).normal(size=(200, 6))
+    res = block_krylov_eigh(lambda V: A @ V, start, 3, tol=1e-12, max_iter=2)
+    assert not res.converged and res.n_passes == 2 and res.residual > 1e-12
+
+
+def test_block_krylov_rejects_bad_k():
+    with pytest.raises(ValueError, match="need 1 <= k"):
+        block_krylov_eigh(lambda V: V, np.ones((5, 2)), 3)

@@ -1,0 +1,107 @@
+"""Linear PCA against scikit-learn's PCA (up to sign)."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import match_signs
+from sklearn.decomposition import PCA as SkPCA
+
+from dkpca import PCA, KernelPCA
+
+
+def _tall_and_wide():
+    rng = np.random.default_rng(0)
+    tall = rng.normal(size=(500, 20)) @ rng.normal(size=(20, 20)) + 50.0  # large mean
+    wide = rng.normal(size=(60, 3000)) * np.linspace(3, 0.1, 3000) + 1.0
+    return {"tall": tall, "wide": wide}
+
+
+DATA = _tall_and_wide()
+
+
+@pytest.mark.parametrize("shape", ["tall", "wide"])
+@pytest.mark.parametrize("solver", ["auto", "covariance", "gram"])
+@pytest.mark.parametrize("chunks", [None, 37])
+def test_matches_sklearn(shape, solver, chunks):
+    X = DATA[shape]
+    ref = SkPCA(10, svd_solver="full").fit(X)
+    data = X if chunks is None else da.from_array(X, chunks=(chunks, -1))
+    pca = PCA(10, solver=solver, block_size=2**16).fit(data)
+    assert pca.solver_ == (solver if solver != "auto" else {"tall": "covariance"}.get(shape, "gram"))
+    np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, rtol=1e-9)
+    np.testing.assert_allclose(pca.explained_variance_ratio_, ref.explained_variance_ratio_,
+                               rtol=1e-9)
+    np.testing.assert_allclose(pca.singular_values_, ref.singular_values_, rtol=1e-9)
+    np.testing.assert_allclose(pca.mean_, ref.mean_, rtol=1e-12)
+    np.testing.assert_allclose(
+        match_signs(pca.components_.T, ref.components_.T), ref.components_.T, atol=1e-9
+    )
+    Z, Z_ref = pca.transform(X), ref.transform(X)
+    np.testing.assert_allclose(match_signs(Z, Z_ref), Z_ref, atol=1e-8 * np.abs(Z_ref).max())
+
+
+@pytest.mark.parametrize("shape", ["tall", "wide"])
+def test_fraction_and_threshold_rules(shape):
+    X = DATA[shape]
+    ref = SkPCA(0.8, svd_solver="full").fit(X)
+    assert PCA(0.8).fit(X).n_components_ == ref.n_components_
+    full = SkPCA(svd_solver="full").fit(X).explained_variance_
+    expected = np.count_nonzero(full >= 0.05 * full[0])
+    assert PCA(min_relative_eigenvalue=0.05).fit(X).n_components_ == expected
+
+
+def test_equals_linear_kernel_pca():
+    X = DATA["tall"]
+    pca = PCA(5).fit(X)
+    kp = KernelPCA(5, kernel="linear", solver="exact").fit(X)
+    np.testing.assert_allclose(pca.explained_variance_ * (len(X) - 1), kp.eigenvalues_, rtol=1e-9)
+    Z = pca.transform(X[:10])
+    np.testing.assert_allclose(match_signs(kp.transform(X[:10]), Z), Z, atol=1e-8)
+
+
+def test_lazy_transform_and_inverse(no_compute):
+    X = DATA["tall"]
+    pca = PCA(20).fit(X)
+    Xd = da.from_array(X, chunks=(100, -1))
+    with no_compute():
+        Z = pca.transform(Xd)
+        back = pca.inverse_transform(Z)
+    assert isinstance(back, da.Array)
+    np.testing.assert_allclose(back.compute(), X, atol=1e-9)
+
+
+def test_float32_stays_float32():
+    X = DATA["tall"].astype(np.float32)
+    assert PCA(3).fit(X).transform(X).dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("X", "params", "error", "message"),
+    [
+        (np.ones((1, 4)), {}, ValueError, "at least 2 samples"),
+        (np.array([[1.0, np.nan], [0.0, 1.0], [2.0, 2.0]]), {}, ValueError, "NaN or infinity"),
+        (np.ones((5, 3), dtype=complex), {}, TypeError, "complex dtype"),
+        (np.ones((10, 3)), {"n_components": 4}, ValueError, "larger than possible"),
+        (np.ones((10, 3)), {"solver": "sketch"}, ValueError, "invalid solver='sketch'"),
+        (np.ones((10, 3)), {"block_size": 0}, ValueError, "invalid block_size=0"),
+    ],
+)
+def test_bad_input(X, params, error, message):
+    with pytest.raises(error, match=message):
+        PCA(**params).fit(X)
+
+
+def test_nan_in_lazy_input():
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    X[4, 2] = np.inf
+    for solver in ["covariance", "gram"]:
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            PCA(2, solver=solver).fit(da.from_array(X, chunks=10))
+
+
+def test_transform_feature_mismatch_and_inverse_width():
+    pca = PCA(2).fit(DATA["tall"])
+    with pytest.raises(ValueError, match="X has 3 features, but PCA was fitted with 20"):
+        pca.transform(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="Z has 3 columns, but PCA has 2 components"):
+        pca.inverse_transform(np.ones((2, 3)))
