@@ -23,7 +23,8 @@ The *bound* is ``matmul + exp``: one GEMM of the same shape and one exponential 
 output, each on all cores; any RBF kernel evaluation that produces the full matrix does at
 least that work. The reported ratio is ``dkpca / bound`` (the stated goal is at most 1.4).
 Each measurement is repeated ``--repeat`` times, interleaved (one round of every measurement,
-then the next round) so that background load hits all of them alike; the minimum is kept.
+then the next round) so that background load hits all of them alike; the minimum is kept. The
+``other load`` column is the average number of cores other processes kept busy meanwhile.
 
 Usage::
 
@@ -36,23 +37,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-import dask
 import dask.array as da
 import numpy as np
-import psutil
-import scipy
-import sklearn
-from threadpoolctl import threadpool_info
+from _common import Monitor, environment, markdown_table, print_environment
 
-import dkpca
 from dkpca.blocked import compute, kernel_matrix
 from dkpca.kernels import RBF
 
@@ -73,6 +67,7 @@ class KernelResult:
     exp_1thread_s: float
     exp_2threads_s: float
     max_abs_diff: float
+    other_load: float
 
     @property
     def exp_s(self) -> float:
@@ -88,42 +83,6 @@ class KernelResult:
     def ratio(self) -> float:
         """``dkpca / bound``."""
         return self.dkpca_s / self.bound_s
-
-
-def environment() -> dict[str, object]:
-    """Machine and library versions, for the record.
-
-    Returns
-    -------
-    dict
-        Python, numpy, scipy, dask and dkpca versions, the BLAS libraries loaded (with their
-        thread counts), logical cores and total memory.
-    """
-    blas = [
-        f"{info['internal_api']} {info.get('version')} ({info.get('architecture')}, "
-        f"{info['num_threads']} threads, {os.path.basename(info['filepath'])})"
-        for info in threadpool_info()
-        if info["user_api"] == "blas"
-    ]
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "scikit-learn": sklearn.__version__,
-        "dask": dask.__version__,
-        "dkpca": dkpca.__version__,
-        "blas": blas,
-    }
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Format rows as a GitHub markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -210,9 +169,10 @@ def bench_case(dtype: str, d: int, n: int, *, chunk_rows: int, repeat: int) -> K
             "exp_2threads": lambda: _exp_split(pool, E, out),
         }
         best = dict.fromkeys(measurements, float("inf"))
-        for _ in range(repeat):
-            for name, fn in measurements.items():
-                best[name] = min(best[name], _timed(fn))
+        with Monitor() as monitor:
+            for _ in range(repeat):
+                for name, fn in measurements.items():
+                    best[name] = min(best[name], _timed(fn))
     return KernelResult(
         dtype=dtype,
         d=d,
@@ -223,6 +183,7 @@ def bench_case(dtype: str, d: int, n: int, *, chunk_rows: int, repeat: int) -> K
         exp_1thread_s=best["exp_1thread"],
         exp_2threads_s=best["exp_2threads"],
         max_abs_diff=max_abs_diff,
+        other_load=monitor.other_load,
     )
 
 
@@ -241,6 +202,7 @@ def results_table(results: Sequence[KernelResult]) -> str:
         "dkpca / bound",
         f"<= {GOAL_RATIO}?",
         "max abs diff",
+        "other load",
     ]
     rows = [
         [
@@ -256,6 +218,7 @@ def results_table(results: Sequence[KernelResult]) -> str:
             f"{r.ratio:.2f}",
             "yes" if r.ratio <= GOAL_RATIO else "no",
             f"{r.max_abs_diff:.1e}",
+            f"{r.other_load:.2f}",
         ]
         for r in results
     ]
@@ -288,10 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the grid, print the environment and a markdown table, optionally write JSON."""
     args = parse_args(argv)
     env = environment()
-    print("## Environment\n")
-    for key, value in env.items():
-        print(f"- {key}: {value}")
-    print(f"- command: {' '.join(sys.argv)}\n", flush=True)
+    print_environment(env, sys.argv)
     results = []
     for dtype in args.dtype:
         for d in args.d:

@@ -12,13 +12,18 @@ and ``random_state=0``:
 What is recorded for each solver:
 
 time
-    Wall time of ``fit(X)``.
+    Wall time of ``fit(X)`` (the fastest of ``--repeat`` fits, default 1).
 peak memory
     Peak resident set size during ``fit`` minus the resident set size just before it, sampled
-    every 5 ms by a background thread (psutil).
+    every 5 ms by a background thread (psutil); the highest over the repeated fits. glibc is
+    told to return every freed block above 1 MiB to the system, so a solver cannot reuse memory
+    freed by the one before it.
 eigenvalue error
     ``max_i |λ_i - ref_i| / ref_i`` over the 10 eigenvalues, against a reference: the first of
     scikit-learn ``dense``, dkpca ``exact`` and scikit-learn ``arpack`` that ran.
+other load
+    Average number of cores that other processes kept busy during the fit: a timing taken with
+    other load near 1 or above was disturbed (the machine has 2 cores) and should be re-run.
 
 Every case runs in its own child process (spawned), so memory peaks do not carry over and a
 crash (scikit-learn's kernel product is known to segfault in OpenBLAS ``syrk`` on this machine
@@ -42,28 +47,22 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import multiprocessing as mp
-import os
-import platform
 import queue
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, Self
+from typing import Any
 
-import dask
 import numpy as np
-import psutil
-import scipy
-import sklearn
+from _common import Monitor, environment, markdown_table, print_environment
 from sklearn.datasets import make_classification
 from sklearn.decomposition import KernelPCA as SklearnKernelPCA
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_info
 
 import dkpca
 
@@ -85,42 +84,6 @@ DEFAULT_SOLVER = "dkpca-auto"
 GOAL_MIN_N = 10_000
 GOAL_SPEEDUP = 3.0
 GOAL_MEMORY_RATIO = 0.5
-
-
-def environment() -> dict[str, object]:
-    """Machine and library versions, for the record.
-
-    Returns
-    -------
-    dict
-        Python, numpy, scipy, scikit-learn, dask and dkpca versions, the BLAS libraries loaded
-        (with their thread counts), logical cores and total memory.
-    """
-    blas = [
-        f"{info['internal_api']} {info.get('version')} ({info.get('architecture')}, "
-        f"{info['num_threads']} threads, {os.path.basename(info['filepath'])})"
-        for info in threadpool_info()
-        if info["user_api"] == "blas"
-    ]
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "scikit-learn": sklearn.__version__,
-        "dask": dask.__version__,
-        "dkpca": dkpca.__version__,
-        "blas": blas,
-    }
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Format rows as a GitHub markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def make_data(n: int, d: int) -> np.ndarray:
@@ -147,66 +110,37 @@ def make_estimator(solver: str) -> Any:
     )
 
 
-class PeakRSS:
-    """Context manager measuring the peak resident memory above its level at entry.
+def measure(
+    solver: str, X: np.ndarray, *, repeat: int, max_other_load: float, retries: int
+) -> dict[str, Any]:
+    """Fit one solver on ``X``; record the fastest fit and the highest memory peak.
 
-    A daemon thread samples the process's resident set size every ``interval`` seconds.
-
-    Attributes
-    ----------
-    increase : int
-        Peak RSS during the block minus the RSS at entry, in bytes (set on exit).
-
-    Examples
-    --------
-    >>> with PeakRSS() as peak:
-    ...     buffer = np.ones(2**24)
-    >>> peak.increase > 0
-    True
+    The solver is fitted ``repeat`` times, and up to ``retries`` more times while the fastest
+    fit so far ran with more than ``max_other_load`` cores busy in other processes.
     """
+    fits: list[tuple[Monitor, Any, list]] = []
 
-    def __init__(self, interval: float = 0.005) -> None:
-        self.interval = interval
-        self.increase = 0
-        self._process = psutil.Process()
-        self._stop = threading.Event()
-        self._baseline = self._peak = 0
-        self._thread: threading.Thread | None = None
+    def fastest() -> tuple[Monitor, Any, list]:
+        return min(fits, key=lambda fit: fit[0].elapsed)
 
-    def _rss(self) -> int:
-        return self._process.memory_info().rss
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._peak = max(self._peak, self._rss())
-
-    def __enter__(self) -> Self:
-        self._baseline = self._peak = self._rss()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._peak = max(self._peak, self._rss())
-        self.increase = self._peak - self._baseline
-
-
-def measure(solver: str, X: np.ndarray) -> dict[str, Any]:
-    """Fit one solver on ``X`` and record its time, peak memory and eigenvalues."""
-    estimator = make_estimator(solver)
-    gc.collect()
-    with warnings.catch_warnings(record=True) as caught, PeakRSS() as peak:
-        warnings.simplefilter("always")
-        start = time.perf_counter()
-        estimator.fit(X)
-        elapsed = time.perf_counter() - start
+    while len(fits) < repeat or (
+        fastest()[0].other_load > max_other_load and len(fits) < repeat + retries
+    ):
+        estimator = make_estimator(solver)
+        gc.collect()
+        with warnings.catch_warnings(record=True) as caught, Monitor() as monitor:
+            warnings.simplefilter("always")
+            estimator.fit(X)
+        fits.append((monitor, estimator, caught))
+        del estimator
+    monitor, estimator, caught = fastest()
     record: dict[str, Any] = {
         "solver": solver,
         "status": "ok",
-        "time_s": elapsed,
-        "peak_mib": peak.increase / 2**20,
+        "time_s": monitor.elapsed,
+        "times_s": [fit[0].elapsed for fit in fits],
+        "peak_mib": max(fit[0].peak_increase for fit in fits) / 2**20,
+        "other_load": monitor.other_load,
         "eigenvalues": [float(v) for v in estimator.eigenvalues_],
         "warnings": sorted({str(w.message) for w in caught}),
     }
@@ -215,22 +149,44 @@ def measure(solver: str, X: np.ndarray) -> dict[str, Any]:
     return record
 
 
-def _child(n: int, d: int, solvers: Sequence[str], results: mp.Queue) -> None:
+def _release_large_blocks() -> None:
+    """Make glibc return every freed block above 1 MiB to the system at once.
+
+    By default glibc raises its mmap threshold (up to 32 MiB) after large frees and keeps such
+    blocks for reuse, so a solver could reuse memory freed by the one before it and show a
+    smaller peak. A fixed threshold keeps the peaks of successive solvers independent.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to adjust
+        return
+    m_mmap_threshold = -3
+    libc.mallopt(m_mmap_threshold, 2**20)
+
+
+def _child(n: int, d: int, solvers: Sequence[str], repeat: int, results: mp.Queue) -> None:
     """Child process: warm up, then fit every solver in turn, reporting each as it ends."""
+    _release_large_blocks()
     X = make_data(n, d)
     warm = make_data(300, d)
     for solver in solvers:
         make_estimator(solver).fit(warm)
     for solver in solvers:
         try:
-            record = measure(solver, X)
+            record = measure(solver, X, repeat)
         except Exception as err:  # noqa: BLE001 - a failing solver is a result too
             record = {"solver": solver, "status": f"error: {type(err).__name__}: {err}"}
         results.put(record)
 
 
 def run_case(
-    n: int, d: int, solvers: Sequence[str], *, timeout: float, log: Callable[[str], None]
+    n: int,
+    d: int,
+    solvers: Sequence[str],
+    *,
+    repeat: int,
+    timeout: float,
+    log: Callable[[str], None],
 ) -> list[dict[str, Any]]:
     """Run ``solvers`` on one case in spawned children; crashes and timeouts become records.
 
@@ -240,8 +196,11 @@ def run_case(
         Samples and features.
     solvers : sequence of str
         Names from :data:`SOLVERS`, run in this order.
+    repeat : int
+        Fits of each solver; the fastest is kept.
     timeout : float
-        Seconds one solver (its child's start-up and warm-up included, for the first) may take.
+        Seconds one solver's fits (and, for the first, its child's start-up and warm-up) may
+        take.
     log : callable
         Receives one progress line per finished solver.
 
@@ -255,7 +214,7 @@ def run_case(
     remaining = list(solvers)
     while remaining:
         results = context.Queue()
-        child = context.Process(target=_child, args=(n, d, remaining, results))
+        child = context.Process(target=_child, args=(n, d, remaining, repeat, results))
         child.start()
         deadline, killed, ended = time.monotonic() + timeout, False, False
         while remaining and not ended:
@@ -299,7 +258,10 @@ def _crash(child: mp.Process) -> str:
 def _progress_line(n: int, d: int, record: dict[str, Any]) -> str:
     if record["status"] != "ok":
         return f"n={n} d={d} {record['solver']}: {record['status']}"
-    return f"n={n} d={d} {record['solver']}: {record['time_s']:.2f} s, {record['peak_mib']:.0f} MiB"
+    return (
+        f"n={n} d={d} {record['solver']}: {record['time_s']:.2f} s, "
+        f"{record['peak_mib']:.0f} MiB, other load {record['other_load']:.2f}"
+    )
 
 
 def add_errors(records: list[dict[str, Any]]) -> str | None:
@@ -352,6 +314,7 @@ def solver_table(cases: Sequence[dict[str, Any]]) -> str:
         "time (s)",
         "peak mem (MiB)",
         "eig. rel. error",
+        "other load",
         "detail",
     ]
     rows = []
@@ -367,6 +330,7 @@ def solver_table(cases: Sequence[dict[str, Any]]) -> str:
                     _fmt(r.get("time_s"), ".2f"),
                     _fmt(r.get("peak_mib"), ".0f"),
                     error,
+                    _fmt(r.get("other_load"), ".2f"),
                     r.get("detail", ""),
                 ]
             )
@@ -432,6 +396,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="skip dkpca-exact and sklearn-dense above this many samples",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one solver may take")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="fits per solver; the fastest is kept"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: n=2000, d=64")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
@@ -444,10 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the grid, print the environment and markdown tables, optionally write JSON."""
     args = parse_args(argv)
     env = environment()
-    print("## Environment\n")
-    for key, value in env.items():
-        print(f"- {key}: {value}")
-    print(f"- command: {' '.join(sys.argv)}\n", flush=True)
+    print_environment(env, sys.argv)
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -456,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in args.n:
         for d in args.d:
             runnable = [s for s in args.solvers if s not in DENSE_SOLVERS or n <= args.dense_max_n]
-            records = run_case(n, d, runnable, timeout=args.timeout, log=log)
+            records = run_case(n, d, runnable, repeat=args.repeat, timeout=args.timeout, log=log)
             records += [
                 {"solver": s, "status": f"skipped (n > {args.dense_max_n})"}
                 for s in args.solvers

@@ -13,5 +13,5 @@ if TYPE_CHECKING:
 ArrayLike: TypeAlias = Union[np.ndarray, "da.Array", "xr.DataArray", Any]
 """Anything :func:`dkpca.io.as_dask` accepts: numpy, dask, xarray or nested sequences."""
 
-RandomStateLike: TypeAlias = Union[int, np.random.Generator, np.random.RandomState, None]
+RandomStateLike: TypeAlias = int | np.random.Generator | np.random.RandomState | None
 """A seed, a generator, a legacy ``RandomState`` or ``None`` (fresh entropy)."""

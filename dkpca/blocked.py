@@ -101,7 +101,7 @@ def _rows_by_tile(X: da.Array, block_bytes: int) -> da.Array:
 def kernel_matrix(
     kernel: Kernel, X: da.Array, Y: da.Array | None = None, *, block_bytes: int = DEFAULT_BLOCK_BYTES
 ) -> da.Array:
-    """The lazy kernel matrix ``K(X, Y)``, one task per tile.
+    """Return the lazy kernel matrix ``K(X, Y)``, one task per tile.
 
     Examples
     --------
@@ -139,7 +139,7 @@ def kernel_product(
     *,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> da.Array:
-    """The lazy product ``K(X, Y) @ V``, chunked like ``X``'s rows.
+    """Return the lazy product ``K(X, Y) @ V``, chunked like ``X``'s rows.
 
     Each task evaluates one tile of ``K(X, Y)`` (in strips, whatever ``X``'s chunking) and
     multiplies it by the matching rows of ``V``; partial products are summed with dask's tree
@@ -190,7 +190,7 @@ def kernel_product(
 
 
 def kernel_diagonal(kernel: Kernel, X: da.Array) -> da.Array:
-    """The lazy diagonal ``k(x_i, x_i)``, one task per row chunk.
+    """Return the lazy diagonal ``k(x_i, x_i)``, one task per row chunk.
 
     Examples
     --------

@@ -22,7 +22,7 @@ from ._validation import (
     check_random_state,
     validate_params,
 )
-from .blocked import DEFAULT_BLOCK_BYTES, center_kernel_inplace, compute, tree_sum
+from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_dask
 from .kernels import Kernel, get_kernel
 from .linalg import flip_signs, top_eigh
@@ -186,7 +186,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def __init__(
         self,
-        n_components: int | float | None = None,
+        n_components: float | None = None,
         *,
         kernel: str | Kernel = "rbf",
         gamma: float | None = None,
@@ -401,7 +401,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_components: int | float | None = None,
+        n_components: float | None = None,
         *,
         solver: str = "auto",
         min_relative_eigenvalue: float | None = None,

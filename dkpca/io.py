@@ -74,8 +74,9 @@ def as_dask(X: ArrayLike, *, name: str = "X", check_finite: bool = True) -> da.A
     Examples
     --------
     >>> import numpy as np
-    >>> as_dask(np.ones((4, 3), dtype=np.float32))
-    dask.array<array, shape=(4, 3), dtype=float32, chunksize=(4, 3), chunktype=numpy.ndarray>
+    >>> X = as_dask(np.ones((4, 3), dtype=np.float32))
+    >>> X.shape, X.dtype, X.chunks
+    ((4, 3), dtype('float32'), ((4,), (3,)))
     """
     try:
         import xarray as xr
@@ -83,8 +84,8 @@ def as_dask(X: ArrayLike, *, name: str = "X", check_finite: bool = True) -> da.A
         xr = None
     if xr is not None and isinstance(X, xr.DataArray):
         X = X.data
-    if isinstance(X, numbers.Number) or isinstance(X, str | bytes):
-        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got a scalar")
+    if isinstance(X, numbers.Number | str | bytes):  # a scalar is a shape error, as in sklearn
+        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got a scalar")  # noqa: TRY004
     if not isinstance(X, da.Array):
         X = np.asarray(X)
     dtype = _floating_dtype(X.dtype, name)

@@ -39,7 +39,7 @@ def flip_signs(vectors: np.ndarray) -> np.ndarray:
 def top_eigh(
     A: np.ndarray, k: int | None = None, *, overwrite: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest eigenpairs of a symmetric matrix, in descending order.
+    """Return the ``k`` largest eigenpairs of a symmetric matrix, in descending order.
 
     Parameters
     ----------

@@ -1,5 +1,6 @@
 """KernelPCA against scikit-learn's dense KernelPCA, and its contracts."""
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_randomized_matches_sklearn_dense(request, dataset, kernel, global_rando
 def test_randomized_streaming_equals_cached(digits, max_memory):
     # max_memory=1000 bytes forces the tiles to be re-evaluated on every pass.
     X = digits[:700]
-    kwargs = dict(solver="randomized", random_state=0, block_size=200 * 200 * 8)
+    kwargs = {"solver": "randomized", "random_state": 0, "block_size": 200 * 200 * 8}
     cached = KernelPCA(5, **kwargs).fit(X)
     other = KernelPCA(5, max_memory=max_memory, **kwargs).fit(X)
     np.testing.assert_allclose(other.eigenvalues_, cached.eigenvalues_, rtol=1e-10)
@@ -98,11 +99,11 @@ def test_same_result_under_distributed_client(digits, client):
     X = digits[:500]
     Xd = da.from_array(X, chunks=(120, -1))
     for solver in ["exact", "randomized"]:
-        kwargs = dict(solver=solver, random_state=0, block_size=150 * 150 * 8)
+        kwargs = {"solver": solver, "random_state": 0, "block_size": 150 * 150 * 8}
         with_client = KernelPCA(5, **kwargs).fit(Xd)
         scores = with_client.transform(Xd).compute()
         client_free = KernelPCA(5, **kwargs)
-        with __import__("dask").config.set(scheduler="threads"):
+        with dask.config.set(scheduler="threads"):
             client_free.fit(Xd)
             expected = client_free.transform(Xd).compute()
         np.testing.assert_allclose(with_client.eigenvalues_, client_free.eigenvalues_, rtol=1e-12)

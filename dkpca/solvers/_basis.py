@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import dask.array as da
 import numpy as np
 
-from ..blocked import DEFAULT_BLOCK_BYTES, kernel_product
-from ..kernels import Kernel
+from dkpca.blocked import DEFAULT_BLOCK_BYTES, kernel_product
+from dkpca.kernels import Kernel
 
 __all__ = ["KernelBasis"]
 

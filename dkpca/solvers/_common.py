@@ -5,7 +5,8 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
-from ..kernels import Kernel
+from dkpca.kernels import Kernel
+
 from ._basis import KernelBasis
 from ._components import ComponentRule, positive_part
 

@@ -51,11 +51,11 @@ class ComponentRule:
         return self.count is None
 
     def select(self, eigenvalues: np.ndarray, total: float) -> int:
-        """Number of leading components to keep from ``eigenvalues`` (descending)."""
+        """Return how many leading ``eigenvalues`` (descending) to keep."""
         m = len(eigenvalues) if self.count is None else min(self.count, len(eigenvalues))
         if self.fraction is not None:
             reached = np.nonzero(np.cumsum(eigenvalues) >= self.fraction * total)[0]
-            m = min(m, reached[0] + 1 if reached.size else len(eigenvalues))
+            m = min(m, int(reached[0]) + 1 if reached.size else len(eigenvalues))
         if self.min_relative is not None and len(eigenvalues):
             m = min(m, int(np.count_nonzero(eigenvalues >= self.min_relative * eigenvalues[0])))
         return max(m, 1)

@@ -7,9 +7,10 @@ import logging
 import dask.array as da
 import numpy as np
 
-from ..blocked import center_kernel_inplace, gather_kernel
-from ..kernels import Kernel
-from ..linalg import top_eigh
+from dkpca.blocked import center_kernel_inplace, gather_kernel
+from dkpca.kernels import Kernel
+from dkpca.linalg import top_eigh
+
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
 from ._components import ComponentRule

@@ -8,15 +8,16 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from ..blocked import (
+from dkpca.blocked import (
     center_columns,
     compute,
     gather_kernel,
     kernel_diagonal,
     symmetric_kernel_product,
 )
-from ..kernels import Kernel
-from ..linalg import KrylovResult, block_krylov_eigh
+from dkpca.kernels import Kernel
+from dkpca.linalg import KrylovResult, block_krylov_eigh
+
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
 from ._components import ComponentRule

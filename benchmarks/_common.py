@@ -1,0 +1,146 @@
+"""Helpers shared by the benchmark scripts: environment report, markdown tables, monitoring.
+
+The scripts run as ``python benchmarks/<script>.py``, which puts this folder on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+import time
+from collections.abc import Sequence
+from typing import Self
+
+import dask
+import numpy as np
+import psutil
+import scipy
+import sklearn
+from threadpoolctl import threadpool_info
+
+import dkpca
+
+__all__ = ["Monitor", "environment", "markdown_table", "print_environment"]
+
+
+def environment() -> dict[str, object]:
+    """Machine and library versions, for the record.
+
+    Returns
+    -------
+    dict
+        Python, numpy, scipy, scikit-learn, dask and dkpca versions, the BLAS libraries loaded
+        (with their thread counts), logical cores and total memory.
+    """
+    blas = [
+        f"{info['internal_api']} {info.get('version')} ({info.get('architecture')}, "
+        f"{info['num_threads']} threads, {os.path.basename(info['filepath'])})"
+        for info in threadpool_info()
+        if info["user_api"] == "blas"
+    ]
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "dask": dask.__version__,
+        "dkpca": dkpca.__version__,
+        "blas": blas,
+    }
+
+
+def print_environment(env: dict[str, object], command: Sequence[str]) -> None:
+    """Print ``env`` and the command line as a markdown list."""
+    print("## Environment\n")
+    for key, value in env.items():
+        print(f"- {key}: {value}")
+    print(f"- command: {' '.join(command)}\n", flush=True)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Format rows as a GitHub markdown table.
+
+    Examples
+    --------
+    >>> print(markdown_table(["a", "b"], [[1, 2]]))
+    | a | b |
+    |---|---|
+    | 1 | 2 |
+    """
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+class Monitor:
+    """Context manager measuring peak memory and other processes' CPU load over a block.
+
+    A daemon thread samples this process's resident set size every ``interval`` seconds.
+
+    Attributes
+    ----------
+    elapsed : float
+        Wall time of the block, in seconds.
+    peak_increase : int
+        Peak resident set size during the block minus the one at entry, in bytes.
+    other_load : float
+        Average number of cores kept busy by *other* processes during the block (machine busy
+        time minus this process's CPU time, over the wall time). Near 0 on a quiet machine; a
+        value near 1 or more means the timing was taken under contention.
+
+    Examples
+    --------
+    >>> with Monitor() as monitor:
+    ...     buffer = np.ones(2**24)
+    >>> monitor.peak_increase > 0
+    True
+    """
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.elapsed = 0.0
+        self.peak_increase = 0
+        self.other_load = 0.0
+        self._process = psutil.Process()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._baseline = self._peak = 0
+        self._start = self._busy = self._own = 0.0
+
+    def _rss(self) -> int:
+        return self._process.memory_info().rss
+
+    def _own_cpu(self) -> float:
+        times = self._process.cpu_times()
+        return times.user + times.system
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._peak = max(self._peak, self._rss())
+
+    def __enter__(self) -> Self:
+        self._baseline = self._peak = self._rss()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        self._busy, self._own = _busy_cpu_seconds(), self._own_cpu()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.elapsed = time.perf_counter() - self._start
+        busy, own = _busy_cpu_seconds() - self._busy, self._own_cpu() - self._own
+        self._stop.set()
+        self._thread.join()
+        self._peak = max(self._peak, self._rss())
+        self.peak_increase = self._peak - self._baseline
+        self.other_load = max(0.0, busy - own) / max(self.elapsed, 1e-9)
