@@ -5,11 +5,14 @@ The scripts run as ``python benchmarks/<script>.py``, which puts this folder on 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Self
 
 import dask
@@ -21,7 +24,38 @@ from threadpoolctl import threadpool_info
 
 import dkpca
 
-__all__ = ["Monitor", "environment", "markdown_table", "print_environment"]
+__all__ = [
+    "Monitor",
+    "dkpca_source",
+    "environment",
+    "markdown_table",
+    "print_environment",
+    "wait_for_quiet",
+]
+
+
+def dkpca_source() -> str:
+    """Fingerprint of the imported dkpca: git commit (``+dirty`` if changed) and source hash.
+
+    The hash covers every ``.py`` file of the package, so results taken while the code changes
+    can be told apart.
+    """
+    package = Path(dkpca.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    try:
+        commit = subprocess.run(
+            ["git", "describe", "--always", "--dirty=+dirty", "--exclude=*"],
+            cwd=package,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "no git"
+    return f"{commit}, sources {digest.hexdigest()[:12]}"
 
 
 def environment() -> dict[str, object]:
@@ -48,7 +82,7 @@ def environment() -> dict[str, object]:
         "scipy": scipy.__version__,
         "scikit-learn": sklearn.__version__,
         "dask": dask.__version__,
-        "dkpca": dkpca.__version__,
+        "dkpca": f"{dkpca.__version__} ({dkpca_source()})",
         "blas": blas,
     }
 
@@ -77,9 +111,35 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 
 def _busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has spent busy since boot."""
+    """CPU seconds the machine's processes have spent running since boot (steal time aside)."""
     times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+    return sum(getattr(times, field, 0.0) for field in ("user", "nice", "system", "irq", "softirq"))
+
+
+def _other_cpu_seconds() -> float:
+    """CPU seconds spent by processes other than this one, machine-wide, since boot."""
+    own = psutil.Process().cpu_times()
+    return _busy_cpu_seconds() - own.user - own.system
+
+
+def wait_for_quiet(max_other_load: float, *, patience: float = 60.0, window: float = 1.0) -> float:
+    """Wait until other processes keep at most ``max_other_load`` cores busy.
+
+    The load is averaged over windows of ``window`` seconds; after ``patience`` seconds the
+    wait ends whatever the load.
+
+    Returns
+    -------
+    float
+        Seconds waited.
+    """
+    start = time.perf_counter()
+    while time.perf_counter() - start < patience:
+        before = _other_cpu_seconds()
+        time.sleep(window)
+        if (_other_cpu_seconds() - before) / window <= max_other_load:
+            break
+    return time.perf_counter() - start
 
 
 class Monitor:

@@ -63,7 +63,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from _common import Monitor, environment, markdown_table, print_environment
+from _common import (
+    Monitor,
+    dkpca_source,
+    environment,
+    markdown_table,
+    print_environment,
+    wait_for_quiet,
+)
 from sklearn.datasets import make_classification
 from sklearn.decomposition import KernelPCA as SklearnKernelPCA
 from sklearn.preprocessing import StandardScaler
@@ -108,6 +115,7 @@ class Repeats:
         Extra fits allowed while the fastest fit so far was disturbed.
     max_other_load : float
         A fit is disturbed when other processes kept more than this many cores busy during it.
+        Every fit also waits (up to 30 s) for the load to drop below this before it starts.
     """
 
     repeat: int = 1
@@ -145,10 +153,15 @@ def make_estimator(solver: str) -> Any:
     return dkpca.KernelPCA(n_components=N_COMPONENTS, kernel="rbf", solver=method, random_state=0)
 
 
-def fit_once(solver: str, X: np.ndarray) -> dict[str, Any]:
-    """Fit a fresh estimator on ``X``; return its time, memory peak, load and eigenvalues."""
+def fit_once(solver: str, X: np.ndarray, max_other_load: float) -> dict[str, Any]:
+    """Fit a fresh estimator on ``X``; return its time, memory peak, load and eigenvalues.
+
+    The fit starts once other processes keep at most ``max_other_load`` cores busy (or after
+    waiting 30 s).
+    """
     estimator = make_estimator(solver)
     gc.collect()
+    wait_for_quiet(max_other_load, patience=30.0)
     with warnings.catch_warnings(record=True) as caught, Monitor() as monitor:
         warnings.simplefilter("always")
         estimator.fit(X)
@@ -175,7 +188,7 @@ def measure(solver: str, X: np.ndarray, repeats: Repeats) -> dict[str, Any]:
         fastest()["other_load"] > repeats.max_other_load
         and len(fits) < repeats.repeat + repeats.retries
     ):
-        fits.append(fit_once(solver, X))
+        fits.append(fit_once(solver, X, repeats.max_other_load))
     return {
         **fastest(),
         "solver": solver,
@@ -203,6 +216,7 @@ def _release_large_blocks() -> None:
 def _child(n: int, d: int, solvers: Sequence[str], repeats: Repeats, results: mp.Queue) -> None:
     """Child process: warm up, then fit every solver in turn, reporting each as it ends."""
     _release_large_blocks()
+    source = dkpca_source()
     X = make_data(n, d)
     warm = make_data(300, d)
     for solver in solvers:
@@ -212,7 +226,7 @@ def _child(n: int, d: int, solvers: Sequence[str], repeats: Repeats, results: mp
             record = measure(solver, X, repeats)
         except Exception as err:  # noqa: BLE001 - a failing solver is a result too
             record = {"solver": solver, "status": f"error: {type(err).__name__}: {err}"}
-        results.put(record)
+        results.put({**record, "dkpca_source": source})
 
 
 def run_case(
@@ -513,6 +527,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(solver_table(cases))
     print("\n## dkpca default versus scikit-learn's fastest solver\n")
     print(summary_table(cases))
+    sources = {r["dkpca_source"] for case in cases for r in case["records"] if "dkpca_source" in r}
+    if len(sources) > 1:
+        print(f"\n**Warning**: dkpca's sources changed during the run: {sorted(sources)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "args": vars(args), "cases": cases}, f, indent=2)

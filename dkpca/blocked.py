@@ -323,9 +323,9 @@ def gather_kernel(
 ) -> np.ndarray:
     """Gather the full training kernel ``K(X, X)`` into one numpy array.
 
-    Only tiles on and above the diagonal are evaluated, in batches of a few per thread, and
+    Only tiles on and above the diagonal are evaluated, in batches of one per thread, and
     written into the preallocated result (the lower triangle by transposition) while the next
-    batch computes, so peak memory is ``K`` plus two batches of tiles, on any scheduler.
+    batch computes, so peak memory is ``K`` plus two tiles per thread, on any scheduler.
 
     Examples
     --------
@@ -342,7 +342,7 @@ def gather_kernel(
     K = np.empty((n, n), dtype=np.result_type(X.dtype, np.float32))
     pairwise = dask.delayed(kernel.pairwise, pure=True)
     pairs = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
-    batches = list(_batches(pairs, 2 * _n_threads()))
+    batches = list(_batches(pairs, _n_threads()))  # one tile per thread; two batches alive
 
     def run(batch: Sequence[tuple[int, int]]) -> tuple:
         return compute(*(pairwise(blocks[i], blocks[j]) for i, j in batch))
