@@ -6,9 +6,10 @@ tile holds about ``block_bytes`` (default 128 MiB). Three kinds of operation are
 * :func:`kernel_matrix` — the lazy matrix ``K(X, Y)`` as a dask array;
 * :func:`kernel_product` — the lazy product ``K(X, Y) @ V`` (used by ``transform``), reduced
   over ``Y``'s tiles with dask's tree reduction;
-* :func:`symmetric_kernel_product` and :func:`gather_kernel` — ``K(X, X) @ V`` and ``K(X, X)``
-  for the training data. These evaluate only the tiles on and above the diagonal (``K`` is
-  symmetric), which halves the kernel work.
+* for the training data, :func:`symmetric_kernel_product` (``K(X, X) @ V``, streaming),
+  :func:`kernel_tiles` (the tiles kept in memory, half the matrix) and :func:`gather_kernel`
+  (the upper triangle in one array, for LAPACK). These evaluate only the tiles on and above
+  the diagonal (``K`` is symmetric), which halves the kernel work.
 
 Centring never materialises ``H K H``; :func:`center_columns` and :func:`center_kernel_inplace`
 apply it as rank-one corrections.
@@ -36,12 +37,14 @@ from .kernels import Kernel
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
+    "SymmetricTiles",
     "center_columns",
     "center_kernel_inplace",
     "gather_kernel",
     "kernel_diagonal",
     "kernel_matrix",
     "kernel_product",
+    "kernel_tiles",
     "symmetric_kernel_product",
     "tile_rows",
     "tree_sum",
@@ -310,46 +313,123 @@ def _n_threads() -> int:
     return dask.config.get("num_workers", None) or os.cpu_count() or 1
 
 
-def _place_transposed(K: np.ndarray, tile: np.ndarray, rows: slice, cols: slice) -> None:
-    """``K[rows, cols] = tile.T`` in cache-sized strips (a plain strided copy is ~3x slower)."""
-    strip = 256
-    for start in range(0, tile.shape[0], strip):
-        stop = min(start + strip, tile.shape[0])
-        K[rows, cols.start + start : cols.start + stop] = tile[start:stop].T
+class SymmetricTiles:
+    """The tiles on and above the diagonal of a symmetric kernel matrix, held in memory.
 
-
-def gather_kernel(
-    kernel: Kernel, X: da.Array, *, block_bytes: int = DEFAULT_BLOCK_BYTES
-) -> np.ndarray:
-    """Gather the full training kernel ``K(X, X)`` into one numpy array.
-
-    Only tiles on and above the diagonal are evaluated, in batches of one per thread, and
-    written into the preallocated result (the lower triangle by transposition) while the next
-    batch computes, so peak memory is ``K`` plus two tiles per thread, on any scheduler.
+    Half the memory of the full matrix, and products need no mirrored copy: tile ``(i, j)``
+    serves both ``K_ij V_j`` and ``K_ijᵀ V_i``.
 
     Examples
     --------
     >>> import numpy as np, dask.array as da
     >>> from dkpca.kernels import Linear
     >>> X = np.arange(6.0).reshape(3, 2)
-    >>> gather_kernel(Linear(), da.from_array(X, chunks=1), block_bytes=16 * 16 * 8)
-    array([[ 1.,  3.,  5.],
-           [ 3., 13., 23.],
-           [ 5., 23., 41.]])
+    >>> tiles = kernel_tiles(Linear(), da.from_array(X), block_bytes=2 * 2 * 8)
+    >>> tiles.matmul(np.ones((3, 1))).ravel(), tiles.trace()
+    (array([ 9., 39., 69.]), 55.0)
+    """
+
+    def __init__(self, bounds: list[tuple[int, int]], tiles: dict[tuple[int, int], np.ndarray]):
+        self.bounds, self.tiles = bounds, tiles
+        self.n = bounds[-1][1]
+        self.dtype = next(iter(tiles.values())).dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the tiles."""
+        return sum(t.nbytes for t in self.tiles.values())
+
+    def matmul(self, V: np.ndarray) -> np.ndarray:
+        """Return ``K @ V`` (BLAS multithreaded on every tile)."""
+        V = V.astype(self.dtype, copy=False)
+        out = np.zeros((self.n, V.shape[1]), dtype=self.dtype)
+        for (i, j), tile in self.tiles.items():
+            rows, cols = slice(*self.bounds[i]), slice(*self.bounds[j])
+            out[rows] += tile @ V[cols]
+            if i != j:
+                out[cols] += tile.T @ V[rows]
+        return out
+
+    def row_sums(self) -> np.ndarray:
+        """Return ``K @ 1`` accumulated in float64."""
+        sums = np.zeros(self.n)
+        for (i, j), tile in self.tiles.items():
+            sums[slice(*self.bounds[i])] += tile.sum(axis=1, dtype=np.float64)
+            if i != j:
+                sums[slice(*self.bounds[j])] += tile.sum(axis=0, dtype=np.float64)
+        return sums
+
+    def trace(self) -> float:
+        """Return the sum of the diagonal."""
+        return float(sum(np.trace(self.tiles[i, i], dtype=np.float64)
+                         for i in range(len(self.bounds))))
+
+
+def _upper_pairs(n_tiles: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(n_tiles) for j in range(i, n_tiles)]
+
+
+def kernel_tiles(
+    kernel: Kernel, X: da.Array, *, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> SymmetricTiles:
+    """Evaluate the upper tiles of ``K(X, X)`` on the cluster and keep them in memory.
+
+    Memory: about half of ``n² × itemsize`` (the diagonal tiles are stored whole).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import RBF
+    >>> tiles = kernel_tiles(RBF(gamma=1.0), da.zeros((40, 2)), block_bytes=16 * 16 * 8)
+    >>> sorted(tiles.tiles), tiles.bounds
+    ([(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)], [(0, 16), (16, 32), (32, 40)])
+    """
+    blocks, bounds = _tile_blocks(X, block_bytes)
+    pairwise = dask.delayed(kernel.pairwise, pure=True)
+    pairs = _upper_pairs(len(blocks))
+    computed = compute(*(pairwise(blocks[i], blocks[j]) for i, j in pairs))
+    return SymmetricTiles(bounds, dict(zip(pairs, computed, strict=True)))
+
+
+def gather_kernel(
+    kernel: Kernel, X: da.Array, *, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gather the upper triangle of the training kernel ``K(X, X)`` into one array.
+
+    Tiles on and above the diagonal are evaluated in batches of one per thread and written into
+    the preallocated matrix while the next batch computes, so peak memory is ``K`` plus two
+    tiles per thread, on any scheduler. LAPACK reads one triangle only, so the strictly lower
+    triangle outside the diagonal tiles is left at zero.
+
+    Returns
+    -------
+    K : (n, n) array
+        Upper triangle (with whole diagonal tiles) of the kernel matrix, C order.
+    row_sums : (n,) float64 array
+        ``K @ 1``, accumulated from the tiles.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import Linear
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> K, sums = gather_kernel(Linear(), da.from_array(X), block_bytes=16 * 16 * 8)
+    >>> dense = X @ X.T
+    >>> bool(np.allclose(np.triu(K), np.triu(dense))), K[39, 0], bool(np.allclose(sums, dense.sum(1)))
+    (True, np.float64(0.0), True)
     """
     blocks, bounds = _tile_blocks(X, block_bytes)
     n = X.shape[0]
-    K = np.empty((n, n), dtype=np.result_type(X.dtype, np.float32))
+    K = np.zeros((n, n), dtype=np.result_type(X.dtype, np.float32))
+    row_sums = np.zeros(n)
     pairwise = dask.delayed(kernel.pairwise, pure=True)
-    pairs = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
-    batches = list(_batches(pairs, _n_threads()))  # one tile per thread; two batches alive
+    batches = list(_batches(_upper_pairs(len(blocks)), _n_threads()))
 
     def run(batch: Sequence[tuple[int, int]]) -> tuple:
         return compute(*(pairwise(blocks[i], blocks[j]) for i, j in batch))
 
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(run, batches[0])
-        K.fill(0)  # take the page faults now, while the first tiles compute
         for index, batch in enumerate(batches):
             tiles = pending.result()
             if index + 1 < len(batches):
@@ -357,30 +437,36 @@ def gather_kernel(
             for (i, j), tile in zip(batch, tiles, strict=True):
                 rows, cols = slice(*bounds[i]), slice(*bounds[j])
                 K[rows, cols] = tile
+                row_sums[rows] += tile.sum(axis=1, dtype=np.float64)
                 if i != j:
-                    _place_transposed(K, tile, cols, rows)
-    logger.debug("gathered a %d x %d kernel from %d tiles", n, n, len(pairs))
-    return K
+                    row_sums[cols] += tile.sum(axis=0, dtype=np.float64)
+    logger.debug("gathered a %d x %d kernel from %d batches", n, n, len(batches))
+    return K, row_sums
 
 
 def center_kernel_inplace(K: np.ndarray, row_means: np.ndarray, total_mean: float) -> None:
-    """Turn ``K`` into ``H K H`` (``H = I - 11ᵀ/n``) in place, strip by strip.
+    """Turn the upper triangle of ``K`` into that of ``H K H`` (``H = I - 11ᵀ/n``), in place.
+
+    Works strip by strip on the part of each row strip from its first diagonal entry on, so a
+    matrix holding only its upper triangle (see :func:`gather_kernel`) is centred correctly; a
+    full matrix gets its upper triangle centred (what :func:`dkpca.linalg.top_eigh` reads).
 
     Examples
     --------
     >>> import numpy as np
     >>> K = np.array([[2.0, 1.0], [1.0, 4.0]])
     >>> center_kernel_inplace(K, K.mean(axis=0), K.mean())
-    >>> K
+    >>> np.triu(K)
     array([[ 1., -1.],
-           [-1.,  1.]])
+           [ 0.,  1.]])
     """
     strip = max(1, (8 * 2**20) // max(1, K.shape[1] * K.itemsize))
     row_means = row_means.astype(K.dtype, copy=False)
     for start in range(0, K.shape[0], strip):
-        block = K[start : start + strip]
-        block -= row_means
-        block -= row_means[start : start + strip, None]
+        stop = min(start + strip, K.shape[0])
+        block = K[start:stop, start:]
+        block -= row_means[start:]
+        block -= row_means[start:stop, None]
         block += K.dtype.type(total_mean)
 
 

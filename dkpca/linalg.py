@@ -43,7 +43,8 @@ def top_eigh(
 
     Parameters
     ----------
-    A : (n, n) symmetric array
+    A : (n, n) array
+        Symmetric; only its upper triangle (in C order) is read.
     k : int, optional
         Number of eigenpairs; ``None`` for all of them.
     overwrite : bool, default=False
@@ -58,7 +59,11 @@ def top_eigh(
     """
     n = A.shape[0]
     subset = None if k is None or k >= n else (n - k, n - 1)
-    w, V = scipy.linalg.eigh(A, subset_by_index=subset, overwrite_a=overwrite, check_finite=False)
+    # Maintenance note: LAPACK wants Fortran order; a C-ordered A would be copied whole. Its
+    # transpose is a Fortran-ordered view, and its lower triangle is A's upper one.
+    w, V = scipy.linalg.eigh(
+        A.T, lower=True, subset_by_index=subset, overwrite_a=overwrite, check_finite=False
+    )
     return w[::-1].copy(), flip_signs(V[:, ::-1].copy())
 
 

@@ -30,9 +30,10 @@ def fit_exact(
 ) -> tuple[KernelBasis, np.ndarray]:
     """Exact kernel PCA.
 
-    The symmetric kernel matrix is gathered from its upper tiles into one array, centred in
-    place and handed to LAPACK (``syevr``) as workspace, so peak memory is one ``n × n``
-    matrix (plus LAPACK's ``O(n)`` workspace and the eigenvectors).
+    The upper triangle of the kernel matrix is gathered from its tiles into one array, centred
+    in place and handed to LAPACK (``syevr``) as workspace without a copy, so peak memory is
+    one ``n × n`` matrix (plus two tiles per thread while gathering, LAPACK's ``O(n)``
+    workspace and the eigenvectors).
 
     Parameters
     ----------
@@ -65,8 +66,8 @@ def fit_exact(
     >>> basis.coef.shape
     (20, 2)
     """
-    K = gather_kernel(kernel, X, block_bytes=block_bytes)
-    row_means = K.mean(axis=0, dtype=np.float64)
+    K, row_sums = gather_kernel(kernel, X, block_bytes=block_bytes)
+    row_means = row_sums / K.shape[0]
     check_finite_kernel(row_means, X, "KernelPCA")
     center_kernel_inplace(K, row_means, float(row_means.mean()))
     total = float(np.trace(K, dtype=np.float64))

@@ -9,11 +9,13 @@ import dask.array as da
 import numpy as np
 
 from dkpca.blocked import (
+    SymmetricTiles,
     center_columns,
     compute,
-    gather_kernel,
     kernel_diagonal,
+    kernel_tiles,
     symmetric_kernel_product,
+    tile_rows,
 )
 from dkpca.kernels import Kernel
 from dkpca.linalg import KrylovResult, block_krylov_eigh
@@ -30,11 +32,24 @@ logger = logging.getLogger(__name__)
 _INITIAL_COMPONENTS = 16
 
 
+def cached_kernel_bytes(n: int, itemsize: int, block_bytes: int) -> int:
+    """Memory of the upper tiles of an ``n × n`` kernel (diagonal tiles whole).
+
+    Examples
+    --------
+    >>> round(cached_kernel_bytes(10_000, 8, 128 * 2**20) / 2**20)  # 763 MiB for all of K
+    522
+    """
+    t = min(n, tile_rows(itemsize, block_bytes))
+    sizes = [t] * (n // t) + ([n % t] if n % t else [])
+    return (n * n + sum(s * s for s in sizes)) // 2 * itemsize  # sum over i <= j of s_i s_j
+
+
 class _CenteredKernelOperator:
     """``Q -> H K H Q`` for blocks ``Q`` orthogonal to the ones vector.
 
-    The kernel is held in memory when it fits in ``max_memory`` bytes (every product is then
-    one multithreaded GEMM); otherwise every product re-evaluates the upper tiles on the
+    The kernel's upper tiles are held in memory when they fit in ``max_memory`` bytes (every
+    product is then a multithreaded GEMM per tile); otherwise every product re-evaluates the upper tiles on the
     cluster, and the first product carries one extra column, ``1/n``, that yields ``K``'s row
     means without a pass of their own.
     """
@@ -43,21 +58,22 @@ class _CenteredKernelOperator:
         self.kernel, self.X, self.block_bytes = kernel, X, block_bytes
         self.n_passes = 0
         n = X.shape[0]
-        if n * n * X.dtype.itemsize <= max_memory:
-            self.K: np.ndarray | None = gather_kernel(kernel, X, block_bytes=block_bytes)
-            self.row_means: np.ndarray | None = self.K.mean(axis=0, dtype=np.float64)
+        if cached_kernel_bytes(n, X.dtype.itemsize, block_bytes) <= max_memory:
+            self.tiles: SymmetricTiles | None = kernel_tiles(kernel, X, block_bytes=block_bytes)
+            self.row_means: np.ndarray | None = self.tiles.row_sums() / n
             check_finite_kernel(self.row_means, X, "KernelPCA")
-            self.diagonal_sum = float(np.trace(self.K, dtype=np.float64))
-            logger.info("randomized solver on a cached %d x %d kernel", n, n)
+            self.diagonal_sum = self.tiles.trace()
+            logger.info("randomized solver on %d cached kernel tiles (%d MiB)",
+                        len(self.tiles.tiles), self.tiles.nbytes // 2**20)
         else:
-            self.K, self.row_means = None, None
+            self.tiles, self.row_means = None, None
             (self.diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
             logger.info("randomized solver re-evaluating kernel tiles (kernel > max_memory)")
 
     def __call__(self, Q: np.ndarray) -> np.ndarray:
         self.n_passes += 1
-        if self.K is not None:
-            W = self.K @ Q.astype(self.K.dtype, copy=False)
+        if self.tiles is not None:
+            W = self.tiles.matmul(Q)
         elif self.row_means is None:
             n = Q.shape[0]
             W = symmetric_kernel_product(
@@ -109,7 +125,8 @@ def fit_randomized(
     block_bytes : int
         Memory for one kernel tile.
     max_memory : int
-        Bytes the kernel matrix may take in memory; above, tiles are re-evaluated every pass.
+        Bytes the kernel's upper tiles may take in memory; above, tiles are re-evaluated every
+        pass.
     n_oversamples, tol, max_iter
         Block width beyond ``k``, relative residual tolerance, maximum passes.
     basis_data : array, optional
@@ -124,7 +141,7 @@ def fit_randomized(
 
     Notes
     -----
-    Cached: memory ``n² × itemsize``, time ``O(n² d)`` once plus ``O(n² b)`` per pass.
+    Cached: memory about ``n² × itemsize / 2`` (the upper tiles), time ``O(n² d)`` once plus ``O(n² b)`` per pass.
     Streaming: memory one tile per thread plus the ``n × (passes · b)`` Krylov basis; each
     pass costs a full kernel evaluation (``O(n² d)``, halved by symmetry).
 
