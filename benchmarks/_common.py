@@ -82,7 +82,7 @@ def environment() -> dict[str, object]:
         "scipy": scipy.__version__,
         "scikit-learn": sklearn.__version__,
         "dask": dask.__version__,
-        "dkpca": f"{dkpca.__version__} ({dkpca_source()})",
+        "dkpca": f"{dkpca.__version__} from {Path(dkpca.__file__).parent} ({dkpca_source()})",
         "blas": blas,
     }
 

@@ -90,12 +90,21 @@ class KrylovResult:
     residual: float
 
 
+def _combine(blocks: list[np.ndarray], S: np.ndarray) -> np.ndarray:
+    """``[B_0 B_1 ...] @ S`` without stacking the blocks."""
+    out, row = 0.0, 0
+    for block in blocks:
+        out = out + block @ S[row : row + block.shape[1]]
+        row += block.shape[1]
+    return out
+
+
 def _orthonormal_complement(
-    W: np.ndarray, Q: np.ndarray | None, threshold: float
+    W: np.ndarray, blocks: list[np.ndarray] | None, threshold: float
 ) -> np.ndarray:
-    """Orthonormal basis of ``W``'s part outside ``span(Q)``, dropping negligible directions."""
-    if Q is not None:
-        for _ in range(2):  # classical Gram–Schmidt twice is stable to working precision
+    """Orthonormal basis of ``W``'s part outside the span of ``blocks``, minus tiny directions."""
+    for _ in range(2 if blocks else 0):  # block Gram–Schmidt twice: stable to working precision
+        for Q in blocks:
             W = W - Q @ (Q.T @ W)
     U, s, _ = np.linalg.svd(W, full_matrices=False)
     return U[:, s > threshold]
@@ -160,31 +169,38 @@ def block_krylov_eigh(
         raise ValueError(f"need 1 <= k <= block width ({start.shape[1]}) and n ({n}), got {k}")
     blocks = [_orthonormal_complement(start, None, 1e-12 * np.linalg.norm(start, 2))]
     images: list[np.ndarray] = []
+    B = np.zeros((0, 0))
     converged, residual = False, np.inf
     for n_pass in range(1, max_iter + 1):
         images.append(matmul(blocks[-1]))
-        Q, AQ = np.hstack(blocks), np.hstack(images)
-        B = Q.T @ AQ
-        theta, S = np.linalg.eigh((B + B.T) / 2)
+        # B = Qᵀ A Q grows by one block column (and, A being symmetric, its transpose).
+        column = np.vstack([Qj.T @ images[-1] for Qj in blocks])
+        m = column.shape[0]
+        grown = np.empty((m, m))
+        grown[: B.shape[0], : B.shape[0]] = B
+        grown[:, B.shape[0] :] = column
+        grown[B.shape[0] :, : B.shape[0]] = column[: B.shape[0]].T
+        B = (grown + grown.T) / 2
+        theta, S = np.linalg.eigh(B)
         order = np.argsort(theta)[::-1][:k]
         theta, S = theta[order], S[:, order]
         scale = max(abs(theta[0]), np.finfo(float).tiny)
-        R = AQ @ S - (Q @ S) * theta
-        residual = float(np.linalg.norm(R, axis=0).max() / scale)
-        logger.debug("Krylov pass %d: basis %d, residual %.3g", n_pass, Q.shape[1], residual)
+        vectors, image = _combine(blocks, S), _combine(images, S)
+        residual = float(np.linalg.norm(image - vectors * theta, axis=0).max() / scale)
+        logger.debug("Krylov pass %d: basis %d, residual %.3g", n_pass, m, residual)
         if residual <= tol:
             converged = True
             break
         if n_pass == max_iter:
             break
-        new = _orthonormal_complement(images[-1], Q, 1e-12 * scale)
-        if new.shape[1] == 0 or Q.shape[1] >= n:  # invariant subspace: Ritz pairs are exact
+        new = _orthonormal_complement(images[-1], blocks, 1e-12 * scale)
+        if new.shape[1] == 0 or m >= n:  # invariant subspace: Ritz pairs are exact
             converged = True
             break
         blocks.append(new)
     return KrylovResult(
         eigenvalues=theta,
-        eigenvectors=flip_signs(Q @ S),
+        eigenvectors=flip_signs(vectors),
         n_passes=n_pass,
         converged=converged,
         residual=residual,

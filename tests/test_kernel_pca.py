@@ -309,3 +309,38 @@ def test_invalid_parameters(digits, params, message):
     params = {"n_components": 2, **params}
     with pytest.raises(ValueError, match=message):
         KernelPCA(**params).fit(digits[:50])
+
+
+def _peak_bytes(fit) -> int:
+    """Peak traced allocation of ``fit()``, after a warm-up call (first-use imports)."""
+    import tracemalloc
+
+    fit()
+    tracemalloc.start()
+    try:
+        fit()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_exact_peak_memory_is_one_kernel_matrix(digits):
+    # The kernel is gathered tile by tile into one array that LAPACK then uses as workspace:
+    # no centred copy and no Fortran-order copy (either would double the peak).
+    X = digits[:1500]
+    kernel_bytes = 1500 * 1500 * 8
+    peak = _peak_bytes(lambda: KernelPCA(5, solver="exact", block_size=150 * 150 * 8).fit(X))
+    assert peak < 1.2 * kernel_bytes, f"peak {peak / kernel_bytes:.2f} x the kernel matrix"
+
+
+def test_randomized_cache_holds_half_the_kernel(digits):
+    from dkpca.solvers.randomized import cached_kernel_bytes
+
+    X = digits[:1600]
+    n, block = 1600, 200 * 200 * 8
+    kp = KernelPCA(5, solver="randomized", random_state=0, block_size=block)
+    peak = _peak_bytes(lambda: kp.fit(X))
+    tiles = cached_kernel_bytes(n, 8, block)
+    krylov = 2 * n * (5 + kp.n_oversamples) * kp.n_iter_ * 8  # basis and its image
+    assert tiles < 0.6 * n * n * 8
+    assert peak < tiles + krylov + 0.2 * n * n * 8 < n * n * 8, f"peak {peak / 2**20:.1f} MiB"
