@@ -344,3 +344,15 @@ def test_randomized_cache_holds_half_the_kernel(digits):
     krylov = 2 * n * (5 + kp.n_oversamples) * kp.n_iter_ * 8  # basis and its image
     assert tiles < 0.6 * n * n * 8
     assert peak < tiles + krylov + 0.2 * n * n * 8 < n * n * 8, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_long_randomized_run_has_no_ghost_eigenvalues():
+    # Flat spectrum, a wide block and a Krylov basis that nearly fills the space: rounding
+    # residue along the ones vector (where the uncentred kernel is huge) must not leak in.
+    from sklearn.datasets import make_classification
+
+    X, _ = make_classification(n_samples=1200, n_features=300, n_informative=10, random_state=0)
+    exact = KernelPCA(8, solver="exact").fit(X)
+    kp = KernelPCA(8, solver="randomized", n_oversamples=60, tol=1e-12, max_iter=30,
+                   random_state=0).fit(X)
+    np.testing.assert_allclose(kp.eigenvalues_, exact.eigenvalues_, rtol=1e-8)

@@ -67,3 +67,21 @@ def test_block_krylov_reports_non_convergence():
 def test_block_krylov_rejects_bad_k():
     with pytest.raises(ValueError, match="need 1 <= k"):
         block_krylov_eigh(lambda V: V, np.ones((5, 2)), 3)
+
+
+def test_block_krylov_long_runs_stay_orthonormal():
+    # A flat spectrum, a wide block and many passes: without reorthogonalising the normalised
+    # new directions, the basis loses orthogonality and ghost Ritz values appear above λ₁.
+    rng = np.random.default_rng(0)
+    n = 1500
+    X = rng.normal(size=(n, 300))
+    sq = (X**2).sum(1)
+    A = np.exp(-(sq[:, None] + sq[None, :] - 2 * X @ X.T.copy()) / 600)
+    A -= A.mean(0)
+    A -= A.mean(1)[:, None]
+    start = rng.normal(size=(n, 60))
+    res = block_krylov_eigh(lambda V: A @ V, start, 10, tol=1e-14, max_iter=20)
+    exact = np.sort(np.linalg.eigvalsh(A))[::-1][:10]
+    assert np.all(res.eigenvalues <= exact * (1 + 1e-10))
+    np.testing.assert_allclose(res.eigenvalues, exact, rtol=1e-8)
+    np.testing.assert_allclose(res.eigenvectors.T @ res.eigenvectors, np.eye(10), atol=1e-10)

@@ -46,7 +46,7 @@ def cached_kernel_bytes(n: int, itemsize: int, block_bytes: int) -> int:
 
 
 class _CenteredKernelOperator:
-    """``Q -> H K H Q`` for blocks ``Q`` orthogonal to the ones vector.
+    """``Q -> H K H Q`` (``H = I - 11ᵀ/n``), computed as ``H (K (H Q))``.
 
     The kernel's upper tiles are held in memory when they fit in ``max_memory`` bytes (every
     product is then a multithreaded GEMM per tile); otherwise every product re-evaluates the upper tiles on the
@@ -72,6 +72,9 @@ class _CenteredKernelOperator:
 
     def __call__(self, Q: np.ndarray) -> np.ndarray:
         self.n_passes += 1
+        # Q is orthogonal to the ones vector up to rounding, but K's eigenvalue along it is
+        # large (about n · mean(K)), so the residue must go: H K H Q exactly, for any Q.
+        Q = Q - Q.mean(axis=0)
         if self.tiles is not None:
             W = self.tiles.matmul(Q)
         elif self.row_means is None:
