@@ -9,6 +9,7 @@ import dask
 import dask.array as da
 import numpy as np
 import psutil
+import xarray as xr
 from dask.utils import parse_bytes
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
@@ -60,10 +61,14 @@ def _check_features(X: da.Array, n_features: int, owner: str) -> None:
         )
 
 
+def _unwrap(X: Any) -> Any:
+    """Return the array inside an xarray ``DataArray``; anything else unchanged."""
+    return X.data if isinstance(X, xr.DataArray) else X
+
+
 def _like_input(result: da.Array, original: Any) -> np.ndarray | da.Array:
     """Lazy output for lazy input; computed numpy output otherwise."""
-    data = getattr(original, "data", original)  # an xarray DataArray's underlying array
-    if isinstance(data, da.Array):
+    if isinstance(_unwrap(original), da.Array):
         return result
     (value,) = compute(result)
     return value
@@ -281,8 +286,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         )
         kernel_fits = n * n * Xd.dtype.itemsize <= max_memory
         solver = self._resolve_solver(n, rule, kernel_fits)
-        data = getattr(X, "data", X)
-        basis_data = np.asarray(Xd) if not isinstance(data, da.Array) else Xd
+        data = _unwrap(X)
+        # In-memory input stays the caller's array (no copy when its dtype already fits).
+        basis_data = Xd if isinstance(data, da.Array) else np.asarray(data, dtype=Xd.dtype)
         logger.info("KernelPCA: %s solver on %d x %d, kernel %r", solver, n, d, kernel)
         if solver == "exact":
             basis, vectors = fit_exact(
@@ -336,7 +342,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         self.fit(X)
         scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
-        data = getattr(X, "data", X)
+        data = _unwrap(X)
         if isinstance(data, da.Array):
             return da.from_array(scores, chunks=(data.chunks[0], -1))
         return scores
