@@ -167,7 +167,7 @@ def check_random_state(random_state: RandomStateLike) -> np.random.SeedSequence:
 
 
 def check_n_components(
-    n_components: Any, n_max: int, owner: str, *, allow_fraction: bool = True
+    n_components: Any, n_max: int, owner: str
 ) -> None:
     """Check that an integer number of components does not exceed ``n_max``.
 
@@ -184,8 +184,6 @@ def check_n_components(
             f"{owner}: n_components={n_components} is larger than possible "
             f"(at most {n_max} for this data)."
         )
-    if not allow_fraction and isinstance(n_components, float):
-        raise ValueError(f"{owner}: n_components must be an int here, got {n_components!r}.")
 
 
 def check_is_fitted(estimator: Any, attribute: str, fit_name: Callable | str = "fit") -> None:

@@ -474,8 +474,8 @@ def center_columns(W: np.ndarray) -> np.ndarray:
     """Subtract each column's mean in place and return the means.
 
     Maintenance note: for ``Q`` with columns orthogonal to the ones vector, the centred product
-    ``H K H Q`` equals ``H (K Q)``: centring the columns of ``K Q`` is all the centring needed,
-    and the removed means are ``rᵀ Q`` (``r`` the kernel's row means), kept for ``transform``.
+    ``H K H Q`` equals ``H (K Q)``: centring the columns of ``K Q`` is all the centring needed.
+    The removed means are ``rᵀ Q`` (``r`` the kernel's row means).
 
     Examples
     --------

@@ -47,9 +47,10 @@ def test_check_random_state_kinds():
 
 
 def test_check_n_components():
-    check_n_components(0.5, 3, "X")
-    with pytest.raises(ValueError, match="must be an int"):
-        check_n_components(0.5, 3, "X", allow_fraction=False)
+    check_n_components(0.5, 3, "X")  # fractions are checked by the parameter constraints
+    check_n_components(3, 3, "X")
+    with pytest.raises(ValueError, match="n_components=4 is larger than possible"):
+        check_n_components(4, 3, "X")
 
 
 def test_as_dask_kinds_and_dtypes():
