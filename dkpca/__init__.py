@@ -12,11 +12,11 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import kernels
 from .decomposition import PCA, KernelPCA
-from .io import as_dask
+from .io import as_dask, load, save
 
 try:
     __version__ = version("dkpca")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["PCA", "KernelPCA", "__version__", "as_dask", "kernels"]
+__all__ = ["PCA", "KernelPCA", "__version__", "as_dask", "kernels", "load", "save"]

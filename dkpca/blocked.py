@@ -33,6 +33,7 @@ import dask.array as da
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from . import _progress
 from .kernels import Kernel
 
 __all__ = [
@@ -91,7 +92,7 @@ def compute(*args, **kwargs):
     (np.float64(3.0),)
     """
     with single_threaded_blas():
-        return dask.compute(*args, **kwargs)
+        return _progress.compute(*args, **kwargs)
 
 
 def _rows_by_tile(X: da.Array, block_bytes: int) -> da.Array:

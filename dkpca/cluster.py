@@ -1,21 +1,142 @@
 """Dask clusters for the command line: an embedded ``LocalCluster`` or a running scheduler.
 
 The library itself never starts a cluster; it uses whatever scheduler is active. The ``dkpca``
-command calls :func:`connect` to get one.
+command calls :func:`connect` to get one, optionally over TLS with certificates from
+:func:`tls_security`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import ssl
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-__all__ = ["connect"]
+if TYPE_CHECKING:  # distributed is imported lazily: `import dkpca` must not pay for it
+    from distributed import Client, Security
+
+__all__ = ["connect", "tls_security"]
 
 logger = logging.getLogger(__name__)
 
 #: Worker environment: BLAS single-threaded, dask threads supply the parallelism.
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+_TLS = "tls://"
+
+
+def tls_security(
+    ca_file: str | os.PathLike[str] | None = None,
+    cert: str | os.PathLike[str] | None = None,
+    key: str | os.PathLike[str] | None = None,
+) -> Security | None:
+    """Build the ``distributed.Security`` for a TLS cluster, or ``None`` without options.
+
+    One certificate serves every role: the client, and the scheduler and workers of an
+    embedded cluster. Encryption is then required, so plain ``tcp://`` is refused.
+
+    Parameters
+    ----------
+    ca_file : str or os.PathLike, optional
+        PEM file of the certificate authority that signed ``cert`` (``--tls-ca-file``).
+    cert : str or os.PathLike, optional
+        PEM certificate of this client and of the embedded scheduler and workers
+        (``--tls-cert``).
+    key : str or os.PathLike, optional
+        PEM private key that goes with ``cert`` (``--tls-key``).
+
+    Returns
+    -------
+    distributed.Security or None
+        ``None`` when all three are ``None``; otherwise a ``Security`` with
+        ``require_encryption=True``.
+
+    Raises
+    ------
+    ValueError
+        If only some of the three options are given (the message names the missing ones), if
+        a file does not exist, or if the certificate and key cannot be loaded together.
+
+    See Also
+    --------
+    connect : uses the result to reach or start a TLS cluster.
+
+    Notes
+    -----
+    Distributed uses mutual TLS: every peer, the client included, must present a certificate
+    signed by ``ca_file``. It does not check host names (``check_hostname=False``), so trust
+    comes from a CA dedicated to the cluster, not from the name in the certificate.
+
+    Examples
+    --------
+    >>> tls_security() is None
+    True
+    >>> tls_security(cert="node.pem", key="node.key")
+    Traceback (most recent call last):
+    ...
+    ValueError: TLS needs --tls-ca-file, --tls-cert and --tls-key together; missing: --tls-ca-file
+    >>> sec = tls_security("ca.pem", "node.pem", "node.key")  # doctest: +SKIP
+    >>> sec.require_encryption  # doctest: +SKIP
+    True
+    """
+    options = {"--tls-ca-file": ca_file, "--tls-cert": cert, "--tls-key": key}
+    if all(path is None for path in options.values()):
+        return None
+    missing = [option for option, path in options.items() if path is None]
+    if missing:
+        raise ValueError(
+            "TLS needs --tls-ca-file, --tls-cert and --tls-key together; "
+            f"missing: {', '.join(missing)}"
+        )
+    paths = {option: os.fspath(path) for option, path in options.items()}  # type: ignore[arg-type]
+    for option, path in paths.items():
+        if not os.path.isfile(path):
+            raise ValueError(f"TLS certificate file not found: {path} ({option})")
+
+    from distributed import Security
+
+    ca_path, cert_path, key_path = paths.values()
+    security = Security(
+        tls_ca_file=ca_path,
+        tls_client_cert=cert_path,
+        tls_client_key=key_path,
+        tls_scheduler_cert=cert_path,
+        tls_scheduler_key=key_path,
+        tls_worker_cert=cert_path,
+        tls_worker_key=key_path,
+        require_encryption=True,
+    )
+    # Security loads the files only on first connection; load them now so that a wrong file
+    # fails here with the paths in the message, not deep inside a connection attempt.
+    try:
+        security.get_connection_args("client")
+    except ssl.SSLError as err:
+        raise ValueError(
+            f"TLS files do not load ({err}): check that {cert_path} and {key_path} are a PEM "
+            f"certificate and its private key, and {ca_path} a PEM CA certificate"
+        ) from err
+    logger.debug("TLS security from CA %s, certificate %s", ca_path, cert_path)
+    return security
+
+
+def _scheduler_address(scheduler: str, security: Security | None) -> str:
+    """Check ``scheduler`` against ``security``; a bare ``host:port`` gets ``tls://`` with TLS."""
+    if security is None:
+        if scheduler.startswith(_TLS):
+            raise ValueError(
+                f"scheduler address {scheduler} uses TLS, but no certificates were given: "
+                "pass --tls-ca-file, --tls-cert and --tls-key"
+            )
+        return scheduler
+    if "://" not in scheduler:
+        return _TLS + scheduler
+    if not scheduler.startswith(_TLS):
+        raise ValueError(
+            f"TLS is configured, so the scheduler address must start with tls://, got {scheduler}"
+        )
+    return scheduler
 
 
 @contextlib.contextmanager
@@ -26,30 +147,56 @@ def connect(
     threads_per_worker: int | None = None,
     memory_limit: str | int = "auto",
     processes: bool = True,
-) -> Iterator[object]:
+    security: Security | None = None,
+) -> Iterator[Client]:
     """Yield a ``distributed.Client``: to ``scheduler`` if given, else to an embedded cluster.
 
     Parameters
     ----------
     scheduler : str, optional
-        Address of a running scheduler (``tcp://host:8786``). ``None`` starts a
-        ``LocalCluster`` on this machine and closes it on exit.
+        Address of a running scheduler (``tcp://host:8786``, or ``tls://host:8786`` with
+        ``security``). ``None`` starts a ``LocalCluster`` on this machine and closes it on exit.
     n_workers, threads_per_worker, memory_limit, processes
         Embedded cluster settings (``LocalCluster``'s parameters).
+    security : distributed.Security, optional
+        TLS settings, usually from :func:`tls_security`. With a ``scheduler``, its address
+        must use ``tls://`` (a bare ``host:port`` gets it); without one, the embedded cluster
+        listens on ``tls://`` with these certificates.
+
+    Yields
+    ------
+    distributed.Client
+        The client, closed (with the embedded cluster, if any) on exit.
+
+    Raises
+    ------
+    ValueError
+        If ``scheduler``'s protocol disagrees with ``security``: ``tcp://`` with TLS
+        configured, or ``tls://`` without it.
+
+    See Also
+    --------
+    tls_security : builds ``security`` from the ``--tls-*`` options.
 
     Examples
     --------
     >>> with connect(n_workers=1, processes=False) as client:  # doctest: +SKIP
     ...     print(client)
+    >>> sec = tls_security("ca.pem", "node.pem", "node.key")  # doctest: +SKIP
+    >>> with connect("tls://10.0.0.5:8786", security=sec) as client:  # doctest: +SKIP
+    ...     print(client.scheduler.address)
+    tls://10.0.0.5:8786
     """
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
-        with Client(scheduler) as client:
-            logger.info("connected to scheduler %s", scheduler)
+        address = _scheduler_address(scheduler, security)
+        with Client(address, security=security) as client:
+            logger.info("connected to scheduler %s", address)
             yield client
         return
     nanny_options = {"env": WORKER_ENV} if processes else {}  # in-process workers share ours
+    tls_options = {} if security is None else {"protocol": _TLS, "security": security}
     with (
         LocalCluster(
             n_workers=n_workers,
@@ -58,8 +205,9 @@ def connect(
             processes=processes,
             dashboard_address=":0",
             **nanny_options,
+            **tls_options,
         ) as cluster,
-        Client(cluster) as client,
+        Client(cluster, security=security) as client,
     ):
         logger.info("embedded cluster: %s", cluster)
         yield client

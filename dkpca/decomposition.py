@@ -9,7 +9,6 @@ import dask
 import dask.array as da
 import numpy as np
 import psutil
-import xarray as xr
 from dask.utils import parse_bytes
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
@@ -24,7 +23,7 @@ from ._validation import (
     validate_params,
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
-from .io import as_dask
+from .io import as_array, as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linalg import flip_signs, top_eigh
 from .solvers import ComponentRule, fit_exact, fit_randomized
@@ -61,14 +60,9 @@ def _check_features(X: da.Array, n_features: int, owner: str) -> None:
         )
 
 
-def _unwrap(X: Any) -> Any:
-    """Return the array inside an xarray ``DataArray``; anything else unchanged."""
-    return X.data if isinstance(X, xr.DataArray) else X
-
-
 def _like_input(result: da.Array, original: Any) -> np.ndarray | da.Array:
-    """Lazy output for lazy input; computed numpy output otherwise."""
-    if isinstance(_unwrap(original), da.Array):
+    """Lazy output for lazy input (dask, Zarr); computed numpy output otherwise."""
+    if is_lazy(original):
         return result
     (value,) = compute(result)
     return value
@@ -264,7 +258,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         Parameters
         ----------
-        X : numpy array, dask array or xarray.DataArray
+        X : array-like, dask array, xarray.DataArray, or a Zarr path or URL
         y : ignored
 
         Returns
@@ -272,7 +266,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self : KernelPCA
         """
         validate_params(self.get_params(), self._parameter_constraints, "KernelPCA")
-        Xd = as_dask(X)
+        data = as_array(X)  # in-memory input stays the caller's array (no copy if dtype fits)
+        Xd = as_dask(data, check_finite=False)
         _check_samples(Xd, "KernelPCA")
         n, d = Xd.shape
         check_n_components(self.n_components, n, "KernelPCA")
@@ -286,9 +281,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         )
         kernel_fits = n * n * Xd.dtype.itemsize <= max_memory
         solver = self._resolve_solver(n, rule, kernel_fits)
-        data = _unwrap(X)
-        # In-memory input stays the caller's array (no copy when its dtype already fits).
-        basis_data = Xd if isinstance(data, da.Array) else np.asarray(data, dtype=Xd.dtype)
+        basis_data = data
         logger.info("KernelPCA: %s solver on %d x %d, kernel %r", solver, n, d, kernel)
         if solver == "exact":
             basis, vectors = fit_exact(
@@ -342,9 +335,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         self.fit(X)
         scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
-        data = _unwrap(X)
-        if isinstance(data, da.Array):
-            return da.from_array(scores, chunks=(data.chunks[0], -1))
+        if is_lazy(X):
+            return da.from_array(scores, chunks=(as_dask(X).chunks[0], -1))
         return scores
 
 

@@ -187,7 +187,8 @@ def block_krylov_eigh(
         scale = max(abs(theta[0]), np.finfo(float).tiny)
         vectors, image = _combine(blocks, S), _combine(images, S)
         residual = float(np.linalg.norm(image - vectors * theta, axis=0).max() / scale)
-        logger.debug("Krylov pass %d: basis %d, residual %.3g", n_pass, m, residual)
+        logger.info("Krylov pass %d of at most %d: residual %.3g (tol %.3g)", n_pass, max_iter,
+                    residual, tol)
         if residual <= tol:
             converged = True
             break

@@ -1,0 +1,323 @@
+"""Turning user input into one validated, row-chunked dask array.
+
+Every entry point calls :func:`as_dask` once, so the rest of the library sees a single kind of
+input: a 2-D ``(n_samples, n_features)`` floating dask array whose rows are the parallel axis and
+whose features sit in one chunk. Inputs: numpy arrays (and nested sequences), dask arrays, xarray
+DataArrays (a sample dimension; every other dimension stacked into features), Zarr arrays, and
+Zarr paths or URLs (``file://``, ``memory://`` and any fsspec protocol whose package is
+installed), optionally naming an array inside a group.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+import zarr
+
+from dkpca._typing import ArrayLike
+from dkpca.io._location import Location
+
+__all__ = ["as_array", "as_dask", "default_row_chunk", "open_zarr", "is_lazy"]
+
+#: Target size of one row chunk of in-memory input.
+ROW_CHUNK_BYTES = 64 * 2**20
+
+
+def default_row_chunk(n_features: int, itemsize: int, target_bytes: int = ROW_CHUNK_BYTES) -> int:
+    """Rows per chunk so that one chunk of data holds about ``target_bytes``.
+
+    Examples
+    --------
+    >>> default_row_chunk(64, 8)
+    131072
+    """
+    return max(1, int(target_bytes // max(1, n_features * itemsize)))
+
+
+def open_zarr(
+    source: str | os.PathLike | zarr.Array,
+    *,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> zarr.Array:
+    """Open a Zarr array for reading: a path or URL to an array, or to a group and a component.
+
+    Parameters
+    ----------
+    source : str, path or zarr.Array
+        A local path, a ``file://`` URL or any fsspec URL (``memory://``, ``s3://`` with s3fs
+        installed, ...).
+    component : str, optional
+        The array's path inside the group at ``source`` (``"data"``, ``"a/b"``). May be left
+        out when the group holds exactly one array.
+    storage_options : mapping, optional
+        Passed to the fsspec file system of a URL (credentials, ``anon=True``, ...).
+
+    Returns
+    -------
+    zarr.Array
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing at ``source``, or no array ``component`` in the group.
+    ValueError
+        A group without ``component`` that holds several arrays (or none).
+
+    Examples
+    --------
+    >>> import numpy as np, zarr
+    >>> group = zarr.open_group("memory://doc/open.zarr", mode="w")
+    >>> group.create_array("X", data=np.ones((4, 2))).shape
+    (4, 2)
+    >>> open_zarr("memory://doc/open.zarr").shape
+    (4, 2)
+    """
+    if isinstance(source, zarr.Array):
+        if component is not None:
+            raise ValueError(f"component={component!r} given, but the input is already an array")
+        return source
+    location = Location(source, storage_options)
+    try:
+        node = zarr.open(store=location.store, mode="r", **location.open_options)
+    except (FileNotFoundError, zarr.errors.NodeNotFoundError) as err:
+        raise FileNotFoundError(f"no Zarr array or group at {location}") from err
+    if isinstance(node, zarr.Array):
+        if component is not None:
+            raise ValueError(
+                f"{location} is an array, not a group; drop component={component!r}"
+            )
+        return node
+    if component is None:
+        arrays = sorted(node.array_keys())
+        if len(arrays) != 1:
+            listing = ", ".join(arrays) if arrays else "none"
+            raise ValueError(
+                f"{location} is a Zarr group; name the array to read with component= "
+                f"(--component on the command line). Arrays in it: {listing}"
+            )
+        component = arrays[0]
+    try:
+        array = node[component]
+    except KeyError as err:
+        available = ", ".join(sorted(node.array_keys())) or "none"
+        raise FileNotFoundError(
+            f"no array {component!r} in the Zarr group {location} (arrays: {available})"
+        ) from err
+    if not isinstance(array, zarr.Array):
+        raise ValueError(f"{component!r} in {location} is a group, not an array")
+    return array
+
+
+def _dimension_names(array: zarr.Array) -> tuple[str, ...] | None:
+    names = getattr(array.metadata, "dimension_names", None)  # Zarr v3
+    if names is None:
+        names = array.attrs.get("_ARRAY_DIMENSIONS")  # Zarr v2, as xarray writes it
+    if names is None or any(name is None for name in names):
+        return None
+    return tuple(names)
+
+
+def _sample_axis(dims: tuple[str, ...] | None, ndim: int, sample_dim: str | None, what: str) -> int:
+    if sample_dim is None:
+        return 0
+    if dims is None:
+        raise ValueError(
+            f"sample_dim={sample_dim!r} given, but {what} has no dimension names; leave "
+            f"sample_dim out to take the first axis as the samples."
+        )
+    if sample_dim not in dims:
+        raise ValueError(f"sample_dim={sample_dim!r} is not a dimension of {what} {dims}")
+    return dims.index(sample_dim)
+
+
+def _rows_first(X: Any, axis: int) -> Any:
+    """Move the sample axis first and flatten every other axis into features."""
+    if X.ndim < 2 or (X.ndim == 2 and axis == 0):
+        return X
+    if axis != 0:
+        X = np.moveaxis(X, axis, 0) if isinstance(X, np.ndarray) else da.moveaxis(X, axis, 0)
+    if isinstance(X, da.Array):
+        X = X.rechunk({i: -1 for i in range(1, X.ndim)})  # then reshape is blockwise
+    return X.reshape(X.shape[0], math.prod(X.shape[1:]))
+
+
+def _zarr_to_dask(array: zarr.Array, sample_dim: str | None) -> da.Array:
+    axis = _sample_axis(_dimension_names(array), array.ndim, sample_dim, "the Zarr array")
+    stored = array.shards or array.chunks  # a shard is the unit one task should read
+    chunks = tuple(stored[i] if i == axis else -1 for i in range(array.ndim))
+    return _rows_first(da.from_zarr(array, chunks=chunks), axis)
+
+
+def _dataarray_to_2d(data: xr.DataArray, sample_dim: str | None) -> Any:
+    axis = _sample_axis(tuple(map(str, data.dims)), data.ndim, sample_dim, "the DataArray")
+    values = data.data
+    if values.ndim == 1:  # no other dimension: one feature
+        return values.reshape(-1, 1)
+    return _rows_first(values, axis)
+
+
+def _floating_dtype(dtype: np.dtype, name: str) -> np.dtype:
+    if np.issubdtype(dtype, np.complexfloating):
+        raise TypeError(
+            f"{name} has complex dtype {dtype}; kernel PCA needs real numbers. "
+            f"Pass the real part (X.real) or stack real and imaginary parts as features."
+        )
+    if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+        raise TypeError(
+            f"{name} has non-numeric dtype {dtype}; convert it to float first "
+            f"(e.g. X.astype('float64'))."
+        )
+    return np.dtype(np.float32) if dtype in (np.float16, np.float32) else np.dtype(np.float64)
+
+
+def as_array(
+    X: ArrayLike | str | os.PathLike,
+    *,
+    name: str = "X",
+    check_finite: bool = True,
+    sample_dim: str | None = None,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> np.ndarray | da.Array:
+    """Validate ``X`` as a 2-D floating array, keeping in-memory data in memory.
+
+    The same checks and conversions as :func:`as_dask` (which see for the parameters), but
+    numpy (and in-memory xarray) input comes back as a numpy array, without a copy when its
+    dtype already fits; lazy input (dask, Zarr) comes back as a dask array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.ones((4, 3))
+    >>> as_array(X) is X
+    True
+    """
+    if isinstance(X, str | os.PathLike | zarr.Array):
+        X = _zarr_to_dask(
+            open_zarr(X, component=component, storage_options=storage_options), sample_dim
+        )
+    elif component is not None or storage_options is not None:
+        raise ValueError("component and storage_options apply to Zarr input only")
+    elif isinstance(X, xr.DataArray):
+        X = _dataarray_to_2d(X, sample_dim)
+    elif sample_dim is not None:
+        raise ValueError("sample_dim applies to xarray and Zarr input only")
+    if isinstance(X, numbers.Number | bytes):  # a scalar is a shape error, as in sklearn
+        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got a scalar")  # noqa: TRY004
+    if not isinstance(X, da.Array):
+        X = np.asarray(X)
+    dtype = _floating_dtype(X.dtype, name)
+    if X.ndim != 2:
+        hint = " Reshape it with X.reshape(-1, 1) for a single feature." if X.ndim == 1 else ""
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features), got {X.ndim}-D with shape "
+            f"{X.shape}.{hint}"
+        )
+    if 0 in X.shape:
+        raise ValueError(f"{name} is empty (shape {X.shape}); it needs samples and features.")
+    if isinstance(X, np.ndarray):
+        X = X.astype(dtype, copy=False)
+        if check_finite and not np.isfinite(X).all():
+            raise ValueError(
+                f"{name} contains NaN or infinity; remove or impute those values first."
+            )
+        return X
+    if X.dtype != dtype:
+        X = X.astype(dtype)
+    if X.numblocks[1] != 1:
+        X = X.rechunk({1: -1})
+    return X
+
+
+def as_dask(
+    X: ArrayLike | str | os.PathLike,
+    *,
+    name: str = "X",
+    check_finite: bool = True,
+    sample_dim: str | None = None,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> da.Array:
+    """Validate ``X`` and return it as a 2-D, row-chunked floating dask array.
+
+    Parameters
+    ----------
+    X : array-like, xarray.DataArray, zarr.Array, or a Zarr path or URL
+        The data. numpy and dask arrays must be ``(n_samples, n_features)``. A DataArray or a
+        Zarr array may have more dimensions: the sample dimension becomes the rows and all the
+        others are stacked, in order, into features.
+    name : str, default="X"
+        The name used in error messages.
+    check_finite : bool, default=True
+        Check in-memory input for NaN and infinity now. Lazy input (dask, Zarr) is checked
+        where it is first computed (during ``fit``), so the check costs no extra pass.
+    sample_dim : str, optional
+        The sample dimension of a DataArray or of a Zarr array with dimension names; the first
+        dimension when left out.
+    component : str, optional
+        For a Zarr group: the array inside it (see :func:`open_zarr`).
+    storage_options : mapping, optional
+        For a Zarr URL: options of its fsspec file system.
+
+    Returns
+    -------
+    dask.array.Array
+        ``float32`` stays ``float32``; other numeric dtypes become ``float64``. Features are in
+        one chunk. Row chunks are kept when the input is already chunked; a Zarr array's
+        on-disk chunks (or shards) become the row chunks.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric or complex dtype.
+    ValueError
+        Not 2-D (numpy, dask), empty, or (in-memory input) containing NaN or infinity.
+    FileNotFoundError
+        No Zarr array at the path or URL.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = as_dask(np.ones((4, 3), dtype=np.float32))
+    >>> X.shape, X.dtype, X.chunks
+    ((4, 3), dtype('float32'), ((4,), (3,)))
+
+    A DataArray ``(time, lat, lon)`` becomes ``(time, lat * lon)``:
+
+    >>> import xarray as xr
+    >>> field = xr.DataArray(np.zeros((5, 2, 3)), dims=("time", "lat", "lon"))
+    >>> as_dask(field, sample_dim="time").shape
+    (5, 6)
+    """
+    X = as_array(
+        X, name=name, check_finite=check_finite, sample_dim=sample_dim, component=component,
+        storage_options=storage_options,
+    )
+    if isinstance(X, np.ndarray):
+        rows = default_row_chunk(X.shape[1], X.dtype.itemsize)
+        return da.from_array(X, chunks=(rows, -1), name=False)
+    return X
+
+
+def is_lazy(X: Any) -> bool:
+    """Whether ``X`` is lazy input (dask, dask-backed xarray, Zarr) rather than in memory.
+
+    Estimators return lazy results for lazy input and numpy for in-memory input.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> is_lazy(np.ones(2)), is_lazy(da.ones(2)), is_lazy("data.zarr")
+    (False, True, True)
+    """
+    if isinstance(X, xr.DataArray):
+        X = X.data
+    return isinstance(X, da.Array | str | os.PathLike | zarr.Array)

@@ -1,0 +1,94 @@
+"""Where a Zarr store lives: a local path or an fsspec URL, and the moves atomic writes need."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import fsspec
+
+__all__ = ["Location"]
+
+
+class Location:
+    """A Zarr store's place: a local path (``file://`` URLs included) or an fsspec URL.
+
+    Parameters
+    ----------
+    source : str or path
+    storage_options : mapping, optional
+        Options of the fsspec file system (URLs only).
+
+    Examples
+    --------
+    >>> Location("file:///tmp/data.zarr").is_local, Location("memory://data.zarr").is_local
+    (True, False)
+    >>> Location("memory://out/scores.zarr").sibling("tmp").store.startswith("memory://out/.scores")
+    True
+    """
+
+    def __init__(self, source: str | os.PathLike, storage_options: Mapping[str, Any] | None = None):
+        text = os.fspath(source)
+        if text.startswith("file://"):
+            text = text[len("file://"):]
+        self.is_local = "://" not in text
+        self.storage_options = dict(storage_options or {})
+        if self.is_local and self.storage_options:
+            raise ValueError(f"storage_options apply to URLs only, not to the local path {text}")
+        self.store = os.path.abspath(text) if self.is_local else text.rstrip("/")
+        self._text = os.fspath(source)
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"Location({self._text!r})"
+
+    @property
+    def open_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``zarr.open*`` beside ``store=``."""
+        return {"storage_options": self.storage_options} if self.storage_options else {}
+
+    @property
+    def name(self) -> str:
+        """The last path element (``scores.zarr``)."""
+        return posixpath.basename(self.store.replace(os.sep, "/"))
+
+    def _fs(self) -> tuple[fsspec.AbstractFileSystem, str]:
+        return fsspec.core.url_to_fs(self.store, **self.storage_options)
+
+    def sibling(self, tag: str) -> Location:
+        """A fresh hidden location beside this one: ``.NAME.dkpca-TAG-RANDOM``."""
+        hidden = f".{self.name}.dkpca-{tag}-{uuid.uuid4().hex[:12]}"
+        if self.is_local:
+            return Location(os.path.join(os.path.dirname(self.store), hidden))
+        parent = self.store.rpartition("/")[0]  # "memory:/" for "memory://x.zarr": still right
+        return Location(f"{parent}/{hidden}", self.storage_options)
+
+    def exists(self) -> bool:
+        """Whether anything (a file, a folder, any key) is at this place."""
+        fs, path = self._fs()
+        return fs.exists(path)
+
+    def parent_exists(self) -> bool:
+        """Whether the folder this place would go in exists (always true for object stores)."""
+        if not self.is_local:
+            return True
+        return os.path.isdir(os.path.dirname(self.store))
+
+    def remove(self) -> None:
+        """Delete whatever is here; nothing happens when nothing is."""
+        fs, path = self._fs()
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+
+    def move_to(self, destination: Location) -> None:
+        """Rename this store to ``destination`` (one ``rename`` on a local file system)."""
+        if self.is_local:
+            os.rename(self.store, destination.store)
+            return
+        fs, path = self._fs()
+        fs.mv(path, destination._fs()[1], recursive=True)

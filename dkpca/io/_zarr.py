@@ -1,0 +1,169 @@
+"""Atomic Zarr output: everything is written beside the destination, then renamed into place.
+
+A failed or interrupted run (an exception, Ctrl-C) removes its temporary store and leaves the
+destination as it was: absent, or the previous complete version. A process killed outright
+(SIGKILL, a lost pod) cannot clean up; its hidden ``.NAME.dkpca-tmp-*`` sibling stays behind,
+but the destination itself is never half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import zarr
+
+from dkpca.io._location import Location
+
+__all__ = ["atomic_group", "atomic_location", "check_destination", "store_array"]
+
+logger = logging.getLogger(__name__)
+
+
+def check_destination(
+    destination: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Location:
+    """Check that results can be written to ``destination`` before any work starts.
+
+    Raises
+    ------
+    FileExistsError
+        Something is already there and ``overwrite`` is false.
+    FileNotFoundError
+        The folder it would go in does not exist.
+
+    Examples
+    --------
+    >>> check_destination("memory://doc/new.zarr").exists()
+    False
+    """
+    target = Location(destination, storage_options)
+    if not target.parent_exists():
+        raise FileNotFoundError(
+            f"cannot write {target}: the folder {os.path.dirname(target.store)} does not exist"
+        )
+    if not overwrite and target.exists():
+        raise FileExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
+    return target
+
+
+def _commit(temp: Location, target: Location, overwrite: bool) -> None:
+    if not target.exists():
+        temp.move_to(target)
+        return
+    if not overwrite:
+        raise FileExistsError(f"{target} appeared while the results were being written")
+    previous = target.sibling("old")
+    target.move_to(previous)
+    try:
+        temp.move_to(target)
+    except BaseException:
+        previous.move_to(target)
+        raise
+    previous.remove()
+
+
+@contextlib.contextmanager
+def atomic_location(
+    destination: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Iterator[Location]:
+    """Yield a temporary location beside ``destination``; rename it into place on success.
+
+    Whatever the block writes at the yielded location becomes ``destination`` only when the
+    block finishes without an exception. On an exception (``KeyboardInterrupt`` included) the
+    temporary store is deleted and the exception propagates.
+
+    Examples
+    --------
+    >>> import zarr
+    >>> with atomic_location("memory://doc/atomic.zarr", overwrite=True) as temp:
+    ...     _ = zarr.open_group(temp.store, mode="w")
+    >>> Location("memory://doc/atomic.zarr").exists()
+    True
+    """
+    target = check_destination(destination, overwrite=overwrite, storage_options=storage_options)
+    temp = target.sibling("tmp")
+    try:
+        yield temp
+        _commit(temp, target, overwrite)
+    except BaseException:
+        temp.remove()
+        raise
+    logger.debug("wrote %s", target)
+
+
+@contextlib.contextmanager
+def atomic_group(
+    destination: str | os.PathLike,
+    *,
+    attributes: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Iterator[zarr.Group]:
+    """Yield a new Zarr group that appears at ``destination`` only once the block succeeds.
+
+    See :func:`atomic_location` for the failure semantics.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with atomic_group("memory://doc/group.zarr", attributes={"a": 1}, overwrite=True) as g:
+    ...     _ = g.create_array("x", data=np.arange(3.0))
+    >>> zarr.open_group("memory://doc/group.zarr", mode="r")["x"][:]
+    array([0., 1., 2.])
+    """
+    with atomic_location(
+        destination, overwrite=overwrite, storage_options=storage_options
+    ) as temp:
+        yield zarr.open_group(
+            store=temp.store, mode="w-", attributes=dict(attributes or {}), **temp.open_options
+        )
+
+
+def store_array(
+    group: zarr.Group,
+    name: str,
+    data: np.ndarray | da.Array,
+    *,
+    dimension_names: Sequence[str] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> da.Array | None:
+    """Create array ``name`` in ``group`` holding ``data``.
+
+    numpy data is written now and ``None`` returned. Dask data gets one Zarr chunk per row chunk
+    (rows made regular first) and a lazy store is returned: compute it (with the other stores
+    of the same result, in one pass) to write. Each task writes whole Zarr chunks, so a task
+    recomputed after a lost worker rewrites the same bytes.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> group = zarr.open_group("memory://doc/store.zarr", mode="w")
+    >>> pending = store_array(group, "x", da.ones((6, 2), chunks=(4, 2)))
+    >>> _ = pending.compute()
+    >>> group["x"].chunks, float(group["x"][:].sum())
+    ((4, 2), 12.0)
+    """
+    options: dict[str, Any] = {"attributes": dict(attributes or {})}
+    if dimension_names is not None:
+        options["dimension_names"] = tuple(dimension_names)
+    if not isinstance(data, da.Array):
+        group.create_array(name, data=np.asarray(data), **options)
+        return None
+    rows = max(data.chunks[0]) if data.shape[0] else 1
+    data = data.rechunk((rows, *data.shape[1:]))  # regular chunks, one per task
+    array = group.create_array(
+        name, shape=data.shape, dtype=data.dtype, chunks=(rows, *data.shape[1:]), **options
+    )
+    return da.store(data, array, lock=False, compute=False)
