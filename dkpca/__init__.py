@@ -10,7 +10,7 @@ Examples
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import kernels
+from . import kernels, xarray  # xarray: registers the DataArray.dkpca accessor
 from .decomposition import PCA, KernelPCA
 from .io import as_dask, load, save
 
@@ -19,4 +19,4 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["PCA", "KernelPCA", "__version__", "as_dask", "kernels", "load", "save"]
+__all__ = ["PCA", "KernelPCA", "__version__", "as_dask", "kernels", "load", "save", "xarray"]

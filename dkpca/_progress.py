@@ -108,5 +108,9 @@ def compute(*collections: Any, **kwargs: Any) -> tuple:
         with ProgressBar(minimum=settings.minimum, out=settings.stream):
             return dask.compute(*collections, **kwargs)
     futures = client.compute(list(collections), **kwargs)
-    _scheduler_bar(futures, settings)
-    return tuple(client.gather(futures))
+    try:
+        _scheduler_bar(futures, settings)
+        return tuple(client.gather(futures))
+    except BaseException:
+        client.cancel(futures)  # stop the rest of the work (and its writes) now
+        raise

@@ -1,24 +1,34 @@
-"""The ``dkpca`` command.
+"""The ``dkpca`` command: ``fit``, ``transform``, ``info`` and ``demo``.
 
-``dkpca demo`` (what ``make run`` runs) fits kernel PCA on a generated data set on an embedded
-Dask cluster, prints the eigenvalues and writes a scatter plot of the first two components.
+``dkpca fit INPUT --out MODEL`` fits kernel PCA on a Zarr array (a path or URL, or a group and
+``--component``) and saves the model; ``dkpca transform MODEL INPUT --out SCORES`` writes the
+scores as a Zarr group that xarray opens as a Dataset; ``dkpca info MODEL`` describes a saved
+model; ``dkpca demo`` is what ``make run`` runs. ``fit`` and ``transform`` start an embedded
+``LocalCluster`` unless ``--scheduler`` names a running one.
 
-A user error (bad option, missing input) prints one line to stderr and exits with status 2;
-nothing is written.
+A user error (a missing input, a bad parameter, a wrong shape, an existing output) prints one
+line to stderr and exits with status 2, before anything is written; ``--debug`` shows the
+traceback instead. Outputs are written atomically: an interrupted run leaves none.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["main"]
+__all__ = ["UsageError", "main"]
 
 logger = logging.getLogger("dkpca")
+
+#: Exceptions that mean the user asked for something impossible, reported in one line.
+_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, ImportError)
 
 
 class UsageError(Exception):
@@ -26,84 +36,298 @@ class UsageError(Exception):
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
 
 
+def _n_components(text: str) -> int | float:
+    """An int (a count) or a float in (0, 1) (a variance fraction)."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a count (10) or a variance fraction (0.9), got {text}"
+            ) from None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({err.msg}): {text}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
+    return value
+
+
+def _input_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("input")
+    group.add_argument("--component", help="array inside the input Zarr group")
+    group.add_argument("--sample-dim",
+                       help="sample dimension of an input with dimension names (default: first)")
+    group.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+                       help='fsspec options for URLs, e.g. \'{"anon": true}\'')
+
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="Zarr path or URL to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+
+
+def _cluster_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster")
+    group.add_argument("--scheduler", metavar="ADDRESS",
+                       help="address of a running scheduler (default: an embedded LocalCluster)")
+    group.add_argument("--workers", type=_positive_int, default=None,
+                       help="embedded cluster: worker processes")
+    group.add_argument("--threads-per-worker", type=_positive_int, default=None,
+                       help="embedded cluster: threads per worker")
+    group.add_argument("--memory-limit", default="auto",
+                       help="embedded cluster: memory per worker, e.g. 4GiB (default: auto)")
+    group.add_argument("--tls-ca-file", help="TLS: certificate authority (PEM)")
+    group.add_argument("--tls-cert", help="TLS: certificate of this client (PEM)")
+    group.add_argument("--tls-key", help="TLS: private key of --tls-cert (PEM)")
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument("--kernel", default="rbf", choices=["rbf", "poly", "sigmoid", "linear"])
+    group.add_argument("--gamma", type=float, help="kernel coefficient (default: 1/n_features)")
+    group.add_argument("--sigma2", type=float, help="RBF width, exp(-|x-y|^2 / (2 sigma2))")
+    group.add_argument("--degree", type=int, default=3, help="polynomial degree")
+    group.add_argument("--coef0", type=float, default=1.0, help="poly/sigmoid offset")
+    group.add_argument("--solver", default="auto", choices=["auto", "exact", "randomized"])
+    group.add_argument("--n-components", type=_n_components, default=None,
+                       help="a count, or a variance fraction in (0, 1)")
+    group.add_argument("--min-relative-eigenvalue", type=float, default=None)
+    group.add_argument("--random-state", type=int, default=None)
+    group.add_argument("--max-memory", default="auto",
+                       help="memory the whole kernel may take, e.g. 8GiB (default: auto)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from dkpca import __version__
 
     parser = argparse.ArgumentParser(
         prog="dkpca", description="Kernel PCA for data larger than memory, on Dask."
     )
     parser.add_argument("--version", action="version", version=f"dkpca {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", help="print only the summary")
+    common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    fit = commands.add_parser("fit", parents=[common], help="fit kernel PCA on a Zarr array",
+                              description="Fit kernel PCA on INPUT and save the model.")
+    fit.add_argument("input", help="Zarr array (path or URL), or a group with --component")
+    _output_options(fit)
+    _input_options(fit)
+    _model_options(fit)
+    _cluster_options(fit)
+
+    transform = commands.add_parser(
+        "transform", parents=[common], help="project a Zarr array with a saved model",
+        description="Project INPUT on the components of MODEL and write the scores.",
+    )
+    transform.add_argument("model", help="saved model (from dkpca fit)")
+    transform.add_argument("input", help="Zarr array (path or URL), or a group with --component")
+    _output_options(transform)
+    _input_options(transform)
+    _cluster_options(transform)
+
+    info = commands.add_parser("info", parents=[common], help="describe a saved model")
+    info.add_argument("model", help="saved model (from dkpca fit)")
+    info.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON")
+
     demo = commands.add_parser(
-        "demo", help="fit kernel PCA on generated rings and plot the first two components"
+        "demo", parents=[common],
+        help="fit kernel PCA on generated rings and plot the first two components",
     )
     demo.add_argument("--out", type=Path, default=Path("demo-output"),
                       help="folder for the figure (default: demo-output)")
     demo.add_argument("--n-samples", type=_positive_int, default=3000)
     demo.add_argument("--n-components", type=_positive_int, default=4)
     demo.add_argument("--random-state", type=int, default=0)
-    cluster = demo.add_argument_group("cluster")
-    cluster.add_argument("--scheduler", help="address of a running scheduler (default: embedded)")
-    cluster.add_argument("--workers", type=_positive_int, default=None)
-    cluster.add_argument("--threads-per-worker", type=_positive_int, default=None)
-    demo.add_argument("--quiet", action="store_true", help="print only the summary")
+    _cluster_options(demo)
     return parser
 
 
-def _demo(args: argparse.Namespace) -> str:
-    import dask.array as da
-    import matplotlib
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    from dkpca.cluster import tls_security
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    if args.scheduler is not None:
+        embedded = {"--workers": args.workers, "--threads-per-worker": args.threads_per_worker,
+                    "--memory-limit": None if args.memory_limit == "auto" else args.memory_limit}
+        given = [name for name, value in embedded.items() if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} apply to the embedded cluster, not --scheduler")
+    return {
+        "scheduler": args.scheduler,
+        "n_workers": args.workers,
+        "threads_per_worker": args.threads_per_worker,
+        "memory_limit": args.memory_limit,
+        "security": tls_security(args.tls_ca_file, args.tls_cert, args.tls_key),
+    }
 
-    from .cluster import connect
-    from .datasets import make_rings
-    from .decomposition import KernelPCA
 
-    if args.n_components < 2:
-        raise UsageError("--n-components must be at least 2 for the scatter plot")
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"--out {args.out} exists and is not a folder")
-    X, labels = make_rings(args.n_samples, n_rings=3, noise=0.08, random_state=args.random_state)
+@contextlib.contextmanager
+def _cluster(options: dict[str, Any]) -> Iterator[None]:
+    from dkpca.cluster import connect
+
+    with connect(**options) as client:
+        logger.info("dashboard: %s", client.dashboard_link)
+        try:
+            yield
+        finally:
+            # A progress feed still sleeping on the scheduler is cancelled at shutdown and
+            # logged as an error by distributed; nothing is wrong, so keep it off the screen.
+            logging.getLogger("distributed.scheduler").setLevel(logging.CRITICAL)
+
+
+def _open_input(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The input as a dask array, and the Zarr array it reads."""
+    from dkpca.io import as_dask, open_zarr
+
+    array = open_zarr(args.input, component=args.component, storage_options=args.storage_options)
+    return as_dask(array, sample_dim=args.sample_dim), array
+
+
+def _fit(args: argparse.Namespace) -> str:
+    from dkpca import save
+    from dkpca._validation import validate_params
+    from dkpca.decomposition import KernelPCA
+    from dkpca.io import check_destination
+
+    model = KernelPCA(
+        args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
+        degree=args.degree, coef0=args.coef0, solver=args.solver,
+        min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
+        max_memory=args.max_memory,
+    )
+    validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
+    X, _ = _open_input(args)
+    check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
+    options = _client_options(args)
     started = time.perf_counter()
-    with connect(args.scheduler, n_workers=args.workers,
-                 threads_per_worker=args.threads_per_worker) as client:
-        logger.info("cluster dashboard: %s", client.dashboard_link)
-        Xd = da.from_array(X, chunks=(max(1, len(X) // 4), -1))
-        kp = KernelPCA(args.n_components, kernel="rbf", sigma2=0.5,
-                       random_state=args.random_state)
-        scores = kp.fit(Xd).transform(Xd).compute()
+    with _cluster(options):
+        logger.info("fitting %s on %s (%d x %d)", model, args.input, *X.shape)
+        model.fit(X)
+        save(model, args.out, overwrite=args.overwrite, storage_options=args.storage_options)
     elapsed = time.perf_counter() - started
-    logger.info("solver %s, %d passes, %.1f s", kp.solver_, kp.n_iter_, elapsed)
-    print("eigenvalues of the centred kernel matrix:")
-    for i, (value, ratio) in enumerate(zip(kp.eigenvalues_, kp.explained_variance_ratio_,
-                                           strict=True), start=1):
-        print(f"  {i:2d}  {value:12.4f}  ({ratio:6.2%} of the variance)")
+    if not args.quiet:
+        _print_eigenvalues(model)
+    return (f"fitted {model.kernel_!r} kernel PCA ({model.solver_}) on {X.shape[0]} x "
+            f"{X.shape[1]}: {model.n_components_} components explaining "
+            f"{model.explained_variance_ratio_.sum():.1%} of the variance, in {elapsed:.1f} s; "
+            f"model: {args.out}")
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    figure_path = args.out / "kpca-rings.png"
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-    for ring in range(3):
-        mask = labels == ring
-        axes[0].scatter(X[mask, 0], X[mask, 1], s=4, label=f"ring {ring + 1}")
-        axes[1].scatter(scores[mask, 0], scores[mask, 1], s=4)
-    axes[0].set(title="input: three noisy rings", xlabel="x1", ylabel="x2", aspect="equal")
-    axes[0].legend(loc="upper right", markerscale=3)
-    axes[1].set(title="RBF kernel PCA (σ² = 0.5)", xlabel="component 1", ylabel="component 2")
-    fig.tight_layout()
-    partial = figure_path.with_suffix(".partial.png")
-    fig.savefig(partial, dpi=110)
-    partial.replace(figure_path)  # never leave a half-written figure behind
-    plt.close(fig)
-    return (f"kernel PCA on {len(X)} x {X.shape[1]}: {kp.n_components_} components "
-            f"({kp.solver_}) in {elapsed:.1f} s; figure: {figure_path}")
+
+def _print_eigenvalues(model: Any) -> None:
+    print("component  eigenvalue  variance")
+    for i, (value, ratio) in enumerate(
+        zip(model.eigenvalues_, model.explained_variance_ratio_, strict=True), start=1
+    ):
+        print(f"{i:9d}  {value:10.4g}  {ratio:8.2%}")
+
+
+def _sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) -> Any:
+    """The input group's coordinate array for the sample dimension, when it has one."""
+    import zarr
+
+    from dkpca.io import Location
+
+    if args.component is None:
+        return None
+    location = Location(args.input, args.storage_options)
+    group = zarr.open_group(store=location.store, mode="r", **location.open_options)
+    parent = group[args.component.rpartition("/")[0]] if "/" in args.component else group
+    coordinate = parent.get(sample_dim)
+    if isinstance(coordinate, zarr.Array) and coordinate.shape == (array.shape[0],):
+        return coordinate
+    return None
+
+
+def _transform(args: argparse.Namespace) -> str:
+    import numpy as np
+
+    from dkpca import load
+    from dkpca.blocked import compute
+    from dkpca.io import atomic_group, check_destination, store_array
+    from dkpca.io._input import _dimension_names
+    from dkpca.xarray import _description
+
+    model = load(args.model, storage_options=args.storage_options)
+    X, array = _open_input(args)
+    scores = model.transform(X)  # lazy: a feature mismatch is reported here, before any work
+    check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
+    names = _dimension_names(array)
+    sample_dim = args.sample_dim or (names[0] if names else "sample")
+    options = _client_options(args)
+    eigenvalues = getattr(model, "eigenvalues_", getattr(model, "explained_variance_", None))
+    attributes = {**_description(model), "eigenvalues": [float(v) for v in eigenvalues],
+                  "model": str(args.model), "input": str(args.input)}
+    started = time.perf_counter()
+    with (
+        _cluster(options),
+        atomic_group(args.out, attributes=attributes, overwrite=args.overwrite,
+                     storage_options=args.storage_options) as group,
+    ):
+        pending = store_array(group, "scores", scores, dimension_names=(sample_dim, "component"))
+        store_array(group, "eigenvalues", np.asarray(eigenvalues), dimension_names=("component",))
+        store_array(group, "component", np.arange(1, len(eigenvalues) + 1),
+                    dimension_names=("component",))
+        coordinate = _sample_coordinate(args, array, sample_dim)
+        if coordinate is not None:
+            store_array(group, sample_dim, coordinate[...], dimension_names=(sample_dim,),
+                        attributes=dict(coordinate.attrs))
+        compute(pending)
+    elapsed = time.perf_counter() - started
+    return (f"projected {X.shape[0]} x {X.shape[1]} on {len(eigenvalues)} components in "
+            f"{elapsed:.1f} s; scores: {args.out}")
+
+
+def _info(args: argparse.Namespace) -> str:
+    import zarr
+
+    from dkpca import load
+    from dkpca.io import Location
+
+    model = load(args.model, in_memory="16MiB", storage_options=args.storage_options)
+    location = Location(args.model, args.storage_options)
+    meta = zarr.open_group(store=location.store, mode="r", **location.open_options).attrs["dkpca"]
+    print(f"model:      {args.model}")
+    print(f"written by: dkpca {meta['dkpca_version']} (model format {meta['format_version']})")
+    print(f"estimator:  {model!r}")
+    n_samples = getattr(getattr(model, "basis_", None), "n_samples", None)
+    n_samples = getattr(model, "n_samples_", n_samples)
+    print(f"trained on: {n_samples} samples x {model.n_features_in_} features")
+    if hasattr(model, "kernel_"):
+        print(f"kernel:     {model.kernel_!r}, solver {model.solver_} ({model.n_iter_} passes)")
+    if hasattr(model, "eigenvalues_"):
+        _print_eigenvalues(model)
+    return (f"{type(model).__name__} with {model.n_components_} components "
+            f"({model.explained_variance_ratio_.sum():.1%} of the variance)")
+
+
+def _run(args: argparse.Namespace) -> str:
+    from dkpca._progress import progress_bar
+
+    if args.command == "info":
+        return _info(args)
+    if args.command == "demo":
+        from dkpca._demo import run_demo
+
+        return run_demo(args, _client_options(args))
+    with progress_bar(sys.stderr) if not args.quiet else contextlib.nullcontext():
+        return _fit(args) if args.command == "fit" else _transform(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -120,10 +344,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.addHandler(handler)  # dkpca's progress only; dask's own logs stay at their level
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
-        summary = _demo(args)
-    except UsageError as err:
-        print(f"dkpca: error: {err}", file=sys.stderr)
+        summary = _run(args)
+    except (UsageError, *_USER_ERRORS) as err:
+        if args.debug:
+            raise
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"dkpca: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("dkpca: interrupted; no output was written", file=sys.stderr)
+        return 130
+    finally:
+        logger.removeHandler(handler)
     print(summary)
     return 0
 

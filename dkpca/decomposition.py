@@ -446,7 +446,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self, X: da.Array, rule: ComponentRule
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         n = X.shape[0]
-        shift = X[0].astype(np.float64)
+        (shift,) = compute(X[0].astype(np.float64))  # the first sample, as a numpy array
         parts = [dask.delayed(_shifted_moments)(b, shift) for b in X.to_delayed().ravel()]
         (moments,) = compute(tree_sum(parts))
         _check_finite_statistics(moments)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -79,11 +81,25 @@ class Location:
             return True
         return os.path.isdir(os.path.dirname(self.store))
 
-    def remove(self) -> None:
-        """Delete whatever is here; nothing happens when nothing is."""
+    def remove(self, settle: float = 0.2) -> None:
+        """Delete whatever is here, and make sure it stays deleted for ``settle`` seconds.
+
+        After a failed computation, tasks still running on other threads may write a chunk or
+        two more; deleting again until the place stays empty catches them.
+        """
         fs, path = self._fs()
-        if fs.exists(path):
-            fs.rm(path, recursive=True)
+        deadline, quiet_since = time.monotonic() + 10 * settle, None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):  # a straggler may be writing as we delete
+                if fs.exists(path):
+                    fs.rm(path, recursive=True)
+                    quiet_since = None
+                    continue
+            now = time.monotonic()
+            quiet_since = quiet_since or now
+            if now - quiet_since >= settle:
+                return
+            time.sleep(settle / 4)
 
     def move_to(self, destination: Location) -> None:
         """Rename this store to ``destination`` (one ``rename`` on a local file system)."""

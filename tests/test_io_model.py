@@ -1,0 +1,141 @@
+"""dkpca.save / dkpca.load: every solver's model round-trips and transforms identically."""
+
+import json
+import logging
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+from sklearn.exceptions import NotFittedError
+
+import dkpca
+from dkpca.io import FORMAT_VERSION
+from dkpca.kernels import RBF, Linear
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def data() -> np.ndarray:
+    return np.random.default_rng(3).normal(size=(300, 5))
+
+
+MODELS = {
+    "exact": lambda: dkpca.KernelPCA(4, kernel="rbf", solver="exact"),
+    "randomized cached": lambda: dkpca.KernelPCA(4, solver="randomized", random_state=0),
+    "randomized streaming": lambda: dkpca.KernelPCA(
+        4, solver="randomized", max_memory="100KiB", block_size="64KiB", random_state=0
+    ),
+    "sum kernel": lambda: dkpca.KernelPCA(0.5, kernel=RBF(sigma2=2.0) + Linear()),
+    "poly": lambda: dkpca.KernelPCA(3, kernel="poly", degree=2, min_relative_eigenvalue=0.01),
+    "PCA covariance": lambda: dkpca.PCA(3, solver="covariance"),
+    "PCA gram": lambda: dkpca.PCA(3, solver="gram"),
+}
+
+
+def _fitted_state(model) -> dict:
+    params = model.get_params(deep=False)
+    return {k: v for k, v in vars(model).items() if k not in params}
+
+
+def _assert_same_state(loaded, model):
+    assert loaded.get_params() == model.get_params()
+    state, expected = _fitted_state(loaded), _fitted_state(model)
+    assert state.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(state[key], value, err_msg=key)
+            assert state[key].dtype == value.dtype, key
+        elif key != "basis_":
+            assert state[key] == value, key
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
+def test_round_trip_transforms_identically(name, lazy, data, tmp_path):
+    X = da.from_array(data, chunks=(70, -1)) if lazy else data
+    model = MODELS[name]().fit(X)
+    dkpca.save(model, tmp_path / "model.zarr")
+    loaded = dkpca.load(tmp_path / "model.zarr")
+    assert type(loaded) is type(model)
+    _assert_same_state(loaded, model)
+    new = np.random.default_rng(4).normal(size=(25, 5))
+    np.testing.assert_array_equal(loaded.transform(new), model.transform(new))
+
+
+def test_large_arrays_stay_lazy_and_transform_identically(data, tmp_path):
+    model = dkpca.KernelPCA(3, solver="exact").fit(data.astype(np.float32))
+    dkpca.save(model, tmp_path / "m.zarr")
+    loaded = dkpca.load(tmp_path / "m.zarr", in_memory=1024)
+    assert isinstance(loaded.basis_.basis, da.Array)
+    assert loaded.basis_.basis.dtype == np.float32
+    np.testing.assert_array_equal(loaded.transform(data[:10]), model.transform(data[:10]))
+
+
+def test_memory_url_round_trip(data):
+    model = dkpca.KernelPCA(2).fit(data)
+    dkpca.save(model, "memory://models/kpca.zarr", overwrite=True)
+    loaded = dkpca.load("memory://models/kpca.zarr")
+    np.testing.assert_array_equal(loaded.transform(data), model.transform(data))
+
+
+def test_saved_layout_is_arrays_and_json(data, tmp_path):
+    dkpca.save(dkpca.KernelPCA(2, kernel="rbf", gamma=0.5).fit(data), tmp_path / "m.zarr")
+    group = zarr.open_group(tmp_path / "m.zarr", mode="r")
+    meta = group.attrs["dkpca"]
+    json.dumps(dict(group.attrs))  # plain JSON throughout
+    assert meta["format"] == "dkpca.model" and meta["format_version"] == FORMAT_VERSION
+    assert meta["estimator"] == "KernelPCA" and meta["dkpca_version"] == dkpca.__version__
+    assert meta["attributes"]["kernel_"] == {
+        "kernel": {"name": "rbf", "configuration": {"gamma": 0.5}}
+    }
+    arrays = {name for name, _ in group.arrays()} | {
+        f"basis_/{name}" for name, _ in group["basis_"].arrays()
+    }
+    assert {"eigenvalues_", "eigenvectors_", "basis_/basis", "basis_/coef"} <= arrays
+    for path in (tmp_path / "m.zarr").rglob("*"):
+        assert path.is_dir() or path.name == "zarr.json" or path.parent.name.isdigit() \
+            or path.parent.name == "c", path  # metadata and chunks only: nothing pickled
+
+
+def test_format_fixture_still_loads():
+    """A model saved by format version 1 (tests/fixtures/make_model_fixture.py) still works."""
+    expected = np.load(FIXTURES / "kpca-v1-expected.npz")
+    loaded = dkpca.load(FIXTURES / "kpca-v1.zarr")
+    np.testing.assert_allclose(loaded.transform(expected["X"]), expected["scores"], rtol=1e-12)
+
+
+def test_load_errors(tmp_path, data):
+    with pytest.raises(FileNotFoundError, match="no saved model"):
+        dkpca.load(tmp_path / "missing.zarr")
+    zarr.open_group(tmp_path / "plain.zarr", mode="w")
+    with pytest.raises(ValueError, match="not a saved dkpca model"):
+        dkpca.load(tmp_path / "plain.zarr")
+    dkpca.save(dkpca.PCA(1).fit(data), tmp_path / "new.zarr")
+    group = zarr.open_group(tmp_path / "new.zarr", mode="r+")
+    meta = dict(group.attrs["dkpca"], format_version=FORMAT_VERSION + 1, dkpca_version="9.0")
+    group.attrs["dkpca"] = meta
+    with pytest.raises(ValueError, match="Upgrade dkpca"):
+        dkpca.load(tmp_path / "new.zarr")
+
+
+def test_save_errors(tmp_path, data, caplog):
+    with pytest.raises(NotFittedError):
+        dkpca.save(dkpca.KernelPCA(2), tmp_path / "a.zarr")
+    with pytest.raises(TypeError, match="not a dkpca estimator"):
+        dkpca.save(object(), tmp_path / "b.zarr")
+    model = dkpca.KernelPCA(2).fit(data)
+    model.extra_ = {1, 2}
+    with pytest.raises(TypeError, match="cannot save extra_ of type set"):
+        dkpca.save(model, tmp_path / "c.zarr")
+    assert not list(tmp_path.iterdir())  # nothing written by any failure
+    dkpca.save(dkpca.KernelPCA(2).fit(data), tmp_path / "d.zarr")
+    with pytest.raises(FileExistsError):
+        dkpca.save(dkpca.KernelPCA(2).fit(data), tmp_path / "d.zarr")
+    generator = dkpca.KernelPCA(2, random_state=np.random.default_rng(0)).fit(data)
+    with caplog.at_level(logging.WARNING, logger="dkpca"):
+        dkpca.save(generator, tmp_path / "d.zarr", overwrite=True)
+    assert "has no JSON form" in caplog.text
+    assert dkpca.load(tmp_path / "d.zarr").random_state is None

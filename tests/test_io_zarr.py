@@ -1,0 +1,105 @@
+"""Atomic Zarr output: a destination is complete or untouched, never half-written."""
+
+import os
+
+import dask.array as da
+import fsspec
+import numpy as np
+import pytest
+import zarr
+
+from dkpca.blocked import compute
+from dkpca.io import Location, atomic_group, check_destination, store_array
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def _entries(folder) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+def _failing_blocks(x: da.Array, bad_block: int) -> da.Array:
+    def fail_on(block, block_info=None):
+        if block_info[0]["chunk-location"][0] == bad_block:
+            raise Boom("worker failed part-way through the write")
+        return block
+
+    return x.map_blocks(fail_on, dtype=x.dtype)
+
+
+def test_success_writes_arrays_and_attributes(tmp_path):
+    target = tmp_path / "out.zarr"
+    with atomic_group(target, attributes={"kernel": {"name": "rbf"}}) as group:
+        pending = store_array(group, "scores", da.arange(12.0, chunks=5).reshape(6, 2),
+                              dimension_names=("time", "component"))
+        store_array(group, "eigenvalues", np.array([2.0, 1.0]))
+        assert not target.exists()  # nothing at the destination until the block ends
+        compute(pending)
+    result = zarr.open_group(target, mode="r")
+    np.testing.assert_array_equal(result["scores"][:], np.arange(12.0).reshape(6, 2))
+    assert result["scores"].metadata.dimension_names == ("time", "component")
+    assert result.attrs["kernel"] == {"name": "rbf"}
+    assert _entries(tmp_path) == ["out.zarr"]
+
+
+@pytest.mark.parametrize("interrupt", [Boom, KeyboardInterrupt])
+def test_interrupted_write_leaves_no_destination_and_no_leftovers(tmp_path, interrupt):
+    target = tmp_path / "out.zarr"
+    scores = da.ones((40, 3), chunks=(10, 3))
+    with pytest.raises(interrupt):
+        with atomic_group(target) as group:
+            pending = store_array(group, "scores", _failing_blocks(scores, bad_block=2))
+            if interrupt is KeyboardInterrupt:
+                raise KeyboardInterrupt
+            compute(pending)
+    assert _entries(tmp_path) == []
+
+
+def test_failed_overwrite_keeps_the_previous_version(tmp_path):
+    target = tmp_path / "out.zarr"
+    with atomic_group(target, attributes={"version": 1}) as group:
+        store_array(group, "x", np.zeros(3))
+    with pytest.raises(Boom), atomic_group(target, overwrite=True) as group:
+        compute(store_array(group, "x", _failing_blocks(da.ones(30, chunks=10), 1)))
+    kept = zarr.open_group(target, mode="r")
+    assert kept.attrs["version"] == 1 and list(kept["x"][:]) == [0.0, 0.0, 0.0]
+    assert _entries(tmp_path) == ["out.zarr"]
+    with atomic_group(target, attributes={"version": 2}, overwrite=True) as group:
+        store_array(group, "y", np.ones(2))
+    replaced = zarr.open_group(target, mode="r")
+    assert replaced.attrs["version"] == 2 and sorted(replaced.array_keys()) == ["y"]
+    assert _entries(tmp_path) == ["out.zarr"]
+
+
+def test_existing_destination_is_refused_before_anything_is_written(tmp_path):
+    target = tmp_path / "out.zarr"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="overwrite=True"), atomic_group(target):
+        pytest.fail("the block must not run")
+    assert _entries(target) == ["keep.txt"] and _entries(tmp_path) == ["out.zarr"]
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_destination(tmp_path / "no-such-folder" / "out.zarr")
+
+
+def test_memory_url_is_atomic_too():
+    url = "memory://atomic-test/out.zarr"
+    Location(url).remove()
+    with pytest.raises(Boom), atomic_group(url) as group:
+        compute(store_array(group, "x", _failing_blocks(da.ones((20, 2), chunks=5), 3)))
+    assert not Location(url).exists()
+    assert fsspec.filesystem("memory").find("/atomic-test") == []  # no temporary leftovers
+    with atomic_group(url, attributes={"ok": True}) as group:
+        compute(store_array(group, "x", da.ones((20, 2), chunks=5)))
+    assert zarr.open_group(url, mode="r").attrs["ok"] is True
+
+
+def test_store_array_regularises_chunks(tmp_path):
+    x = da.from_array(np.arange(30.0).reshape(15, 2), chunks=((4, 6, 5), 2))
+    with atomic_group(tmp_path / "r.zarr") as group:
+        compute(store_array(group, "x", x))
+    stored = zarr.open_array(tmp_path / "r.zarr" / "x", mode="r")
+    assert stored.chunks == (6, 2)
+    np.testing.assert_array_equal(stored[:], np.arange(30.0).reshape(15, 2))
