@@ -169,7 +169,7 @@ def fit_transform(
         ``scores`` over ``(sample_dim, "component")`` with the sample coordinates (lazy when
         ``data`` is dask-backed), ``eigenvalues`` and ``explained_variance_ratio`` over
         ``component``; for :class:`dkpca.PCA` also ``components`` over ``("component",
-        *feature_dims)`` and ``mean`` over the feature dimensions, with their coordinates.
+        *feature_dims)`` and ``feature_mean`` over the feature dimensions, with their coordinates.
         Attributes record the estimator, its parameters, the kernel and the dkpca version.
 
     Examples
@@ -206,7 +206,7 @@ def fit_transform(
             model.components_.reshape(k, *feature_shape), dims=(_COMPONENT, *feature_dims),
             coords={**feature_coords, **component},
         )
-        variables["mean"] = xr.DataArray(model.mean_.reshape(feature_shape), dims=feature_dims,
+        variables["feature_mean"] = xr.DataArray(model.mean_.reshape(feature_shape), dims=feature_dims,
                                          coords=feature_coords)
     variables["explained_variance_ratio"] = xr.DataArray(
         model.explained_variance_ratio_, dims=_COMPONENT, coords=component

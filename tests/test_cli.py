@@ -1,18 +1,143 @@
+"""The ``dkpca`` command: fit -> transform -> info on Zarr, the demo, and user errors."""
+
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import xarray as xr
+import zarr
 
+import dkpca
 from dkpca.cli import main
 from dkpca.datasets import make_rings
+
+CLUSTER = ["--workers", "1", "--threads-per-worker", "2"]
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A Zarr group as xarray writes it: ``X`` (time, feature) beside a ``time`` coordinate."""
+    X = np.random.default_rng(0).normal(size=(400, 5))
+    group = zarr.open_group(tmp_path / "data.zarr", mode="w")
+    group.create_array("X", data=X, chunks=(100, 5), dimension_names=("time", "feature"))
+    group.create_array("time", data=np.arange(400), dimension_names=("time",),
+                       attributes={"units": "days since 2000-01-01"})
+    return tmp_path / "data.zarr", X
+
+
+def _snapshot(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.distributed
+def test_fit_transform_info_on_zarr(store, tmp_path, capsys):
+    path, X = store
+    model_path, scores_path = tmp_path / "model.zarr", tmp_path / "scores.zarr"
+    status = main(["fit", str(path), "--component", "X", "--out", str(model_path),
+                   "--n-components", "3", "--gamma", "0.2", "--solver", "exact", *CLUSTER])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "fitted RBF(gamma=0.2) kernel PCA (exact) on 400 x 5: 3 components" in out
+    reference = dkpca.KernelPCA(3, gamma=0.2, solver="exact").fit(X)
+    model = dkpca.load(model_path)
+    np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-10)
+
+    status = main(["transform", str(model_path), str(path), "--component", "X",
+                   "--out", str(scores_path), "--quiet", *CLUSTER])
+    assert status == 0 and "projected 400 x 5 on 3 components" in capsys.readouterr().out
+    ds = xr.open_zarr(scores_path, consolidated=False)
+    assert ds.scores.dims == ("time", "component")
+    np.testing.assert_allclose(ds.scores.values, reference.transform(X), atol=1e-8)
+    assert ds.time.values[1] == np.datetime64("2000-01-02")  # the input's coordinate, decoded
+    assert ds.attrs["estimator"] == "KernelPCA"
+    np.testing.assert_allclose(ds.attrs["eigenvalues"], reference.eigenvalues_)
+
+    assert main(["info", str(model_path)]) == 0
+    info = capsys.readouterr().out
+    assert "trained on: 400 samples x 5 features" in info
+    assert f"{reference.eigenvalues_[0]:10.4g}" in info
+    assert "KernelPCA with 3 components" in info
+    assert _snapshot(tmp_path).count("scores.zarr") == 1 and not any(
+        ".dkpca-" in name for name in _snapshot(tmp_path)
+    )
+
+
+@pytest.fixture
+def saved_model(store, tmp_path):
+    _, X = store
+    path = tmp_path / "model.zarr"
+    dkpca.save(dkpca.KernelPCA(2, gamma=0.2).fit(X), path)
+    wide = zarr.create_array(tmp_path / "wide.zarr", data=np.ones((10, 7)))
+    assert wide.shape == (10, 7)
+    return path
+
+
+BAD = {
+    "missing input": (["fit", "{tmp}/nothing.zarr", "--out", "{tmp}/m.zarr"],
+                      "no Zarr array or group at"),
+    "bad parameter": (["fit", "{tmp}/data.zarr", "--component", "X", "--out", "{tmp}/m.zarr",
+                       "--gamma", "-1"], "KernelPCA: invalid gamma=-1.0"),
+    "bad fraction": (["fit", "{tmp}/data.zarr", "--component", "X", "--out", "{tmp}/m.zarr",
+                      "--n-components", "1.5"], "invalid n_components=1.5"),
+    "group without component": (["fit", "{tmp}/data.zarr", "--out", "{tmp}/m.zarr"],
+                                "name the array to read with component="),
+    "existing output": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
+                         "{tmp}/model.zarr"], "already exists; pass overwrite=True"),
+    "wrong shape": (["transform", "{tmp}/model.zarr", "{tmp}/wide.zarr", "--out",
+                     "{tmp}/s.zarr"], "X has 7 features, but KernelPCA was fitted with 5"),
+    "missing model": (["transform", "{tmp}/none.zarr", "{tmp}/wide.zarr", "--out",
+                       "{tmp}/s.zarr"], "no saved model at"),
+    "not a model": (["info", "{tmp}/wide.zarr"], "is a Zarr array, not a saved dkpca model"),
+    "scheduler with workers": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
+                                "{tmp}/m.zarr", "--scheduler", "tcp://127.0.0.1:1",
+                                "--workers", "2"], "--workers apply to the embedded cluster"),
+    "partial TLS": (["fit", "{tmp}/data.zarr", "--component", "X", "--out", "{tmp}/m.zarr",
+                     "--tls-cert", "{tmp}/cert.pem"], "missing: --tls-ca-file, --tls-key"),
+    "unknown sample dim": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
+                            "{tmp}/m.zarr", "--sample-dim", "depth"], "'depth' is not a dim"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_user_errors_exit_2_with_one_line_and_write_nothing(case, saved_model, tmp_path, capsys):
+    argv, message = BAD[case]
+    before = _snapshot(tmp_path)
+    status = main([arg.format(tmp=tmp_path) for arg in argv] + ["--quiet"])
+    captured = capsys.readouterr()
+    assert status == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dkpca: error: "), captured.err
+    assert message in lines[0]
+    assert captured.out == ""
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.distributed
+def test_error_after_the_cluster_started_writes_nothing(store, tmp_path, capsys):
+    path, _ = store
+    status = main(["fit", str(path), "--component", "X", "--out", str(tmp_path / "m.zarr"),
+                   "--n-components", "401", "--quiet", *CLUSTER])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "n_components=401" in err[0]
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_user_error_from_the_shell_has_no_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "dkpca", "fit", str(tmp_path / "none.zarr"), "--out",
+         str(tmp_path / "m.zarr")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"dkpca: error: no Zarr array or group at {tmp_path}/none.zarr"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.distributed
 def test_demo_writes_figure_and_prints_eigenvalues(tmp_path, capsys):
     out = tmp_path / "demo"
-    status = main(["demo", "--out", str(out), "--n-samples", "400", "--workers", "1",
-                   "--threads-per-worker", "2", "--quiet"])
+    status = main(["demo", "--out", str(out), "--n-samples", "400", *CLUSTER, "--quiet"])
     captured = capsys.readouterr()
     assert status == 0
     assert "eigenvalues of the centred kernel matrix" in captured.out
@@ -20,7 +145,7 @@ def test_demo_writes_figure_and_prints_eigenvalues(tmp_path, capsys):
     assert list(out.iterdir()) == [out / "kpca-rings.png"]  # no partial file left behind
 
 
-def test_user_error_is_one_line_and_status_2(tmp_path):
+def test_demo_user_error_is_one_line_and_status_2(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     result = subprocess.run(

@@ -250,6 +250,8 @@ def load(
         group = zarr.open_group(store=location.store, mode="r", **location.open_options)
     except (FileNotFoundError, zarr.errors.NodeNotFoundError) as err:
         raise FileNotFoundError(f"no saved model at {location}") from err
+    except zarr.errors.ContainsArrayError as err:
+        raise ValueError(f"{location} is a Zarr array, not a saved dkpca model") from err
     meta = group.attrs.get("dkpca")
     if not isinstance(meta, Mapping) or meta.get("format") != _FORMAT:
         raise ValueError(f"{location} is a Zarr group but not a saved dkpca model")
