@@ -62,13 +62,13 @@ def _client() -> Any:
 
 def _scheduler_bar(futures: list, settings: _Settings) -> None:
     """Block until ``futures`` finish, drawing the scheduler's task counts after ``minimum``."""
-    from distributed.diagnostics.progressbar import TextProgressBar
     from dask.utils import format_time
+    from distributed.diagnostics.progressbar import TextProgressBar
 
     class Bar(TextProgressBar):
         drawn = False
 
-        def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:  # noqa: A002
+        def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:
             if self.elapsed < settings.minimum and remaining:
                 return
             if not self.drawn and not remaining:

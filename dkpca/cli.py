@@ -46,7 +46,7 @@ def _positive_int(text: str) -> int:
 
 
 def _n_components(text: str) -> int | float:
-    """An int (a count) or a float in (0, 1) (a variance fraction)."""
+    """Parse a count (an int) or a variance fraction (a float in (0, 1))."""
     try:
         return int(text)
     except ValueError:
@@ -193,7 +193,7 @@ def _cluster(options: dict[str, Any]) -> Iterator[None]:
 
 
 def _open_input(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The input as a dask array, and the Zarr array it reads."""
+    """Return the input as a dask array, and the Zarr array it reads."""
     from dkpca.io import as_dask, open_zarr
 
     array = open_zarr(args.input, component=args.component, storage_options=args.storage_options)
@@ -239,7 +239,7 @@ def _print_eigenvalues(model: Any) -> None:
 
 
 def _sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) -> Any:
-    """The input group's coordinate array for the sample dimension, when it has one."""
+    """Return the input group's coordinate array of the sample dimension, if it has one."""
     import zarr
 
     from dkpca.io import Location

@@ -47,7 +47,7 @@ def _samples_first(data: xr.DataArray, sample_dim: str) -> xr.DataArray:
 
 
 def _coords_on(data: xr.DataArray, dims: set[str]) -> dict[str, xr.DataArray]:
-    """The coordinates of ``data`` that lie on ``dims`` only."""
+    """Return the coordinates of ``data`` that lie on ``dims`` only."""
     return {name: coord for name, coord in data.coords.items() if set(coord.dims) <= dims}
 
 

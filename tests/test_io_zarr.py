@@ -48,12 +48,11 @@ def test_success_writes_arrays_and_attributes(tmp_path):
 def test_interrupted_write_leaves_no_destination_and_no_leftovers(tmp_path, interrupt):
     target = tmp_path / "out.zarr"
     scores = da.ones((40, 3), chunks=(10, 3))
-    with pytest.raises(interrupt):
-        with atomic_group(target) as group:
-            pending = store_array(group, "scores", _failing_blocks(scores, bad_block=2))
-            if interrupt is KeyboardInterrupt:
-                raise KeyboardInterrupt
-            compute(pending)
+    with pytest.raises(interrupt), atomic_group(target) as group:
+        pending = store_array(group, "scores", _failing_blocks(scores, bad_block=2))
+        if interrupt is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        compute(pending)
     assert _entries(tmp_path) == []
 
 

@@ -24,7 +24,7 @@ import zarr
 from dkpca._typing import ArrayLike
 from dkpca.io._location import Location
 
-__all__ = ["as_array", "as_dask", "default_row_chunk", "open_zarr", "is_lazy"]
+__all__ = ["as_array", "as_dask", "default_row_chunk", "is_lazy", "open_zarr"]
 
 #: Target size of one row chunk of in-memory input.
 ROW_CHUNK_BYTES = 64 * 2**20
@@ -82,7 +82,9 @@ def open_zarr(
     """
     if isinstance(source, zarr.Array):
         if component is not None:
-            raise ValueError(f"component={component!r} given, but the input is already an array")
+            raise ValueError(
+                f"component={component!r} given, but the input is already an array"
+            )
         return source
     location = Location(source, storage_options)
     try:
@@ -112,7 +114,7 @@ def open_zarr(
             f"no array {component!r} in the Zarr group {location} (arrays: {available})"
         ) from err
     if not isinstance(array, zarr.Array):
-        raise ValueError(f"{component!r} in {location} is a group, not an array")
+        raise ValueError(f"{component!r} in {location} is a group, not an array")  # noqa: TRY004
     return array
 
 

@@ -34,8 +34,7 @@ class Location:
 
     def __init__(self, source: str | os.PathLike, storage_options: Mapping[str, Any] | None = None):
         text = os.fspath(source)
-        if text.startswith("file://"):
-            text = text[len("file://"):]
+        text = text.removeprefix("file://")
         self.is_local = "://" not in text
         self.storage_options = dict(storage_options or {})
         if self.is_local and self.storage_options:
@@ -63,7 +62,7 @@ class Location:
         return fsspec.core.url_to_fs(self.store, **self.storage_options)
 
     def sibling(self, tag: str) -> Location:
-        """A fresh hidden location beside this one: ``.NAME.dkpca-TAG-RANDOM``."""
+        """Return a fresh hidden location beside this one: ``.NAME.dkpca-TAG-RANDOM``."""
         hidden = f".{self.name}.dkpca-{tag}-{uuid.uuid4().hex[:12]}"
         if self.is_local:
             return Location(os.path.join(os.path.dirname(self.store), hidden))
