@@ -9,10 +9,26 @@ Examples
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from . import kernels, xarray  # xarray: registers the DataArray.dkpca accessor
-from .decomposition import PCA, KernelPCA
 from .io import as_dask, load, save
+
+_LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.decomposition"}
+
+
+def __getattr__(name: str) -> Any:
+    # The estimators import scikit-learn (~50 MB); dask workers import dkpca for the kernels
+    # only, so they are loaded on first use.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dkpca' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 try:
     __version__ = version("dkpca")

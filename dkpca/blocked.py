@@ -49,12 +49,20 @@ __all__ = [
     "symmetric_kernel_product",
     "tile_rows",
     "tree_sum",
+    "worker_block_bytes",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: Default memory for one kernel tile.
 DEFAULT_BLOCK_BYTES = 128 * 2**20
+
+
+#: Share of a worker's memory per thread that one kernel tile may take.
+TILE_SHARE = 1 / 6
+
+#: Smallest tile budget, however small the workers: below it scheduling costs dominate.
+MIN_BLOCK_BYTES = 2**20
 
 
 def tile_rows(itemsize: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
@@ -67,7 +75,7 @@ def tile_rows(itemsize: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
     >>> tile_rows(4)
     5792
     """
-    return max(16, math.isqrt(block_bytes // itemsize))
+    return max(16, math.isqrt(worker_block_bytes(block_bytes) // itemsize))
 
 
 @contextlib.contextmanager
@@ -168,6 +176,7 @@ def kernel_product(
     >>> kernel_product(Linear(), X, np.eye(3), np.ones((3, 1))).compute().ravel()
     array([1., 1., 1.])
     """
+    block_bytes = worker_block_bytes(block_bytes)
     X = X.rechunk({1: -1})
     Y = Y if isinstance(Y, da.Array) else da.from_array(np.asarray(Y), chunks=(-1, -1))
     Y = _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
@@ -301,6 +310,36 @@ def tree_sum(parts: Sequence, split_every: int = 8):
 def _batches(items: Sequence, size: int) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def worker_block_bytes(block_bytes: int) -> int:
+    """Cap a kernel tile's size to what the active cluster's workers can hold.
+
+    On a ``distributed`` cluster whose workers have memory limits, a tile gets at most
+    :data:`TILE_SHARE` of the smallest worker's memory per thread: the tile, its temporaries
+    and the input chunk it reads must fit beside the worker's own footprint, under the 80 %
+    at which distributed pauses a worker. Elsewhere ``block_bytes`` is returned unchanged.
+
+    Examples
+    --------
+    >>> worker_block_bytes(2**27)  # no cluster: unchanged
+    134217728
+    """
+    distributed = sys.modules.get("distributed")  # no client can exist if it was never imported
+    if distributed is None:
+        return block_bytes
+    try:
+        client = distributed.default_client()
+    except ValueError:
+        return block_bytes
+    if client.status != "running":  # a client that failed to connect or was closed
+        return block_bytes
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    budgets = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers.values()
+               if w.get("memory_limit")]
+    if not budgets:
+        return block_bytes
+    return int(min(block_bytes, max(MIN_BLOCK_BYTES, TILE_SHARE * min(budgets))))
 
 
 def _n_threads() -> int:

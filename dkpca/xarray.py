@@ -20,12 +20,13 @@ Examples
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
-from dkpca.decomposition import PCA, KernelPCA
+if TYPE_CHECKING:  # imported lazily: `import dkpca` (and every dask worker) stays light
+    from dkpca.decomposition import PCA, KernelPCA
 
 __all__ = ["DkpcaAccessor", "fit", "fit_transform", "transform"]
 
@@ -49,6 +50,18 @@ def _samples_first(data: xr.DataArray, sample_dim: str) -> xr.DataArray:
 def _coords_on(data: xr.DataArray, dims: set[str]) -> dict[str, xr.DataArray]:
     """Return the coordinates of ``data`` that lie on ``dims`` only."""
     return {name: coord for name, coord in data.coords.items() if set(coord.dims) <= dims}
+
+
+def _model(model: KernelPCA | PCA | None, params: dict[str, Any]) -> KernelPCA | PCA:
+    if model is None:
+        from dkpca.decomposition import KernelPCA
+
+        return KernelPCA(**params)
+    if params:
+        raise ValueError(
+            f"give the parameters {sorted(params)} to the model itself, not beside model="
+        )
+    return model
 
 
 def _component_index(k: int) -> np.ndarray:
@@ -89,13 +102,7 @@ def fit(
     4
     """
     sample_dim = _sample_dim(data, sample_dim)
-    if model is None:
-        model = KernelPCA(**params)
-    elif params:
-        raise ValueError(
-            f"give the parameters {sorted(params)} to the model itself, not beside model="
-        )
-    return model.fit(_samples_first(data, sample_dim))
+    return _model(model, params).fit(_samples_first(data, sample_dim))
 
 
 def transform(
@@ -137,7 +144,7 @@ def _description(model: KernelPCA | PCA) -> dict[str, str]:
     }
     attrs = {"dkpca_version": __version__, "estimator": type(model).__name__,
              "params": json.dumps(params)}
-    if isinstance(model, KernelPCA):
+    if hasattr(model, "kernel_"):
         attrs["kernel"] = json.dumps(model.kernel_.get_config())
         attrs["solver"] = model.solver_
     return attrs
@@ -167,10 +174,15 @@ def fit_transform(
     -------
     xarray.Dataset
         ``scores`` over ``(sample_dim, "component")`` with the sample coordinates (lazy when
-        ``data`` is dask-backed), ``eigenvalues`` and ``explained_variance_ratio`` over
-        ``component``; for :class:`dkpca.PCA` also ``components`` over ``("component",
-        *feature_dims)`` and ``feature_mean`` over the feature dimensions, with their coordinates.
+        ``data`` is dask-backed); ``eigenvalues`` (of the centred kernel matrix, or for PCA
+        of the centred Gram matrix ``X_c X_cᵀ``, so a linear kernel and PCA agree),
+        ``explained_variance`` and ``explained_variance_ratio`` over ``component``
+        (the estimator's attributes of the same names); for :class:`dkpca.PCA` also
+        ``components`` over ``("component", *feature_dims)`` and ``feature_mean`` over the
+        feature dimensions, with their coordinates.
         Attributes record the estimator, its parameters, the kernel and the dkpca version.
+        To project new data later, pass ``model=`` (it is fitted in place) or use :func:`fit`
+        and :func:`transform`.
 
     Examples
     --------
@@ -182,23 +194,21 @@ def fit_transform(
     (('component', 'lat', 'lon'), array([0., 1., 2.]))
     """
     sample_dim = _sample_dim(data, sample_dim)
-    if model is None:
-        model = KernelPCA(**params)
-    elif params:
-        raise ValueError(
-            f"give the parameters {sorted(params)} to the model itself, not beside model="
-        )
+    model = _model(model, params)
     ordered = _samples_first(data, sample_dim)
     scores = model.fit_transform(ordered)
     k = scores.shape[1]
     component = {_COMPONENT: _component_index(k)}
     variables: dict[str, xr.DataArray] = {"scores": _scores_array(scores, data, sample_dim)}
-    if isinstance(model, KernelPCA):
-        variables["eigenvalues"] = xr.DataArray(model.eigenvalues_, dims=_COMPONENT,
-                                                coords=component)
-    else:
-        variables["eigenvalues"] = xr.DataArray(model.explained_variance_, dims=_COMPONENT,
-                                                coords=component)
+    linear = hasattr(model, "components_")
+    # One meaning for both models: eigenvalues of the centred Gram (kernel) matrix, so a linear
+    # kernel PCA and PCA agree; explained_variance follows each estimator's own convention.
+    eigenvalues = model.singular_values_**2 if linear else model.eigenvalues_
+    variables["eigenvalues"] = xr.DataArray(eigenvalues, dims=_COMPONENT, coords=component)
+    variables["explained_variance"] = xr.DataArray(
+        model.explained_variance_, dims=_COMPONENT, coords=component
+    )
+    if linear:
         feature_dims = tuple(str(d) for d in ordered.dims[1:])
         feature_shape = tuple(ordered.sizes[d] for d in feature_dims)
         feature_coords = _coords_on(ordered, set(feature_dims))
@@ -206,8 +216,9 @@ def fit_transform(
             model.components_.reshape(k, *feature_shape), dims=(_COMPONENT, *feature_dims),
             coords={**feature_coords, **component},
         )
-        variables["feature_mean"] = xr.DataArray(model.mean_.reshape(feature_shape), dims=feature_dims,
-                                         coords=feature_coords)
+        variables["feature_mean"] = xr.DataArray(
+            model.mean_.reshape(feature_shape), dims=feature_dims, coords=feature_coords
+        )
     variables["explained_variance_ratio"] = xr.DataArray(
         model.explained_variance_ratio_, dims=_COMPONENT, coords=component
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import ipaddress
 from pathlib import Path
 
@@ -22,6 +23,7 @@ def restore_dask_config():
     """A Client that fails to connect never closes, and leaves itself the default scheduler."""
     saved = dask.config.get("scheduler", None)
     yield
+    gc.collect()  # and drop such a half-built client, which distributed still holds as default
     if saved is None:
         dask.config.config.pop("scheduler", None)
     else:

@@ -101,3 +101,11 @@ def test_results_write_to_zarr(field, tmp_path):
     back = xr.open_zarr(tmp_path / "out.zarr", consolidated=False)
     xr.testing.assert_allclose(back.scores.load(), ds.scores)
     assert back.attrs["estimator"] == "KernelPCA"
+
+
+def test_eigenvalues_mean_the_same_for_pca_and_a_linear_kernel(field):
+    linear = fit_transform(field, "time", model=dkpca.PCA(n_components=3))
+    kernel = fit_transform(field, "time", model=dkpca.KernelPCA(3, kernel="linear"))
+    np.testing.assert_allclose(linear.eigenvalues, kernel.eigenvalues, rtol=1e-8)
+    np.testing.assert_allclose(linear.explained_variance * 79, linear.eigenvalues, rtol=1e-12)
+    np.testing.assert_allclose(kernel.explained_variance * 80, kernel.eigenvalues, rtol=1e-12)
