@@ -26,7 +26,7 @@ from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_array, as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linalg import flip_signs, top_eigh
-from .solvers import ComponentRule, fit_exact, fit_randomized
+from .solvers import ComponentRule, Sketch, fit_exact, fit_randomized, fit_sketch
 
 __all__ = ["PCA", "KernelPCA"]
 
@@ -95,12 +95,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Degree of the polynomial kernel.
     coef0 : float, default=1
         Independent term of the poly and sigmoid kernels.
-    solver : {"auto", "exact", "randomized"}, default="auto"
+    solver : {"auto", "exact", "randomized", "sketch"}, default="auto"
         ``"exact"`` gathers the kernel and calls LAPACK; ``"randomized"`` runs a block Krylov
         iteration on the kernel operator (cached in memory when it fits, re-evaluated tile by
-        tile when it does not). ``"auto"`` takes ``"exact"`` for at most 2,000 samples, when
-        ``n_components`` is ``None`` or above a fifth of the samples, and ``"randomized"``
-        otherwise.
+        tile when it does not); ``"sketch"`` is approx-KPCA (tutorial Alg. 6): one pass
+        sketches the centred kernel map to ``sketch_dim`` dimensions, then a
+        ``sketch_dim × sketch_dim`` eigenproblem. ``"auto"`` takes ``"exact"`` for at most
+        2,000 samples, when ``n_components`` is ``None`` or above a fifth of the samples, and
+        ``"randomized"`` otherwise.
     min_relative_eigenvalue : float, optional
         Drop components whose eigenvalue is below this fraction of the first.
     n_oversamples : int, default=10
@@ -115,8 +117,19 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     max_memory : int, str or "auto", default="auto"
         Memory the whole kernel matrix may take (exact solver, and the randomized solver's
         cache); ``"auto"`` is half of the memory available when ``fit`` starts.
+    sketch : {"gaussian", "hashing"}, default="gaussian"
+        Sketch solver: Gaussian random projection (eq. 36) or signed feature hashing
+        (eqs. 40, 46).
+    sketch_dim : int, optional
+        Sketch solver: the sketch's dimension ``q``; by default ``max(200, 10 k)`` for ``k``
+        components (20 when ``n_components`` is a fraction), at most ``n_samples``.
+    n_hashes : int, default=1
+        Hashing sketch: hash functions concatenated (``sketch_dim`` must be a multiple).
+    refine : bool, default=False
+        Sketch solver: one more pass for the exact Rayleigh–Ritz projection on the sketched
+        subspace (exact eigenvalues there; no mixing of close eigenvectors).
     random_state : int, numpy Generator, RandomState or None, default=None
-        Seed of the randomized solver's start block.
+        Seed of the randomized solver's start block and of the sketch.
 
     Attributes
     ----------
@@ -171,8 +184,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "sigma2": [Interval("real", 0, None, closed="neither"), None],
         "degree": [Interval("int", 1, None)],
         "coef0": [Interval("real", None, None)],
-        "solver": [Options({"auto", "exact", "randomized"})],
+        "solver": [Options({"auto", "exact", "randomized", "sketch"})],
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
+        "sketch": [Options({"gaussian", "hashing"})],
+        "sketch_dim": [Interval("int", 1, None), None],
+        "n_hashes": [Interval("int", 1, None)],
+        "refine": [InstanceOf(bool, "a bool")],
         "n_oversamples": [Interval("int", 0, None)],
         "tol": [Interval("real", 0, None, closed="neither")],
         "max_iter": [Interval("int", 1, None)],
@@ -199,6 +216,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         max_iter: int = 20,
         block_size: int | str = "128MiB",
         max_memory: int | str = "auto",
+        sketch: str = "gaussian",
+        sketch_dim: int | None = None,
+        n_hashes: int = 1,
+        refine: bool = False,
         random_state: RandomStateLike = None,
     ):
         self.n_components = n_components
@@ -214,7 +235,21 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.max_iter = max_iter
         self.block_size = block_size
         self.max_memory = max_memory
+        self.sketch = sketch
+        self.sketch_dim = sketch_dim
+        self.n_hashes = n_hashes
+        self.refine = refine
         self.random_state = random_state
+
+    def _sketch(self, n: int, rule: ComponentRule) -> Sketch:
+        wanted = rule.count if rule.count is not None else 20
+        q = self.sketch_dim if self.sketch_dim is not None else min(n, max(200, 10 * wanted))
+        if rule.count is not None and rule.count > q:
+            raise ValueError(
+                f"KernelPCA: n_components={rule.count} exceeds sketch_dim={q}; the sketch "
+                f"yields at most sketch_dim components."
+            )
+        return Sketch(self.sketch, q, check_random_state(self.random_state), self.n_hashes)
 
     def _resolve_kernel(self, n_features: int) -> Kernel:
         if self.gamma is not None and self.sigma2 is not None:
@@ -288,6 +323,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 kernel, Xd, rule, block_bytes=block_bytes, basis_data=basis_data
             )
             self.n_iter_ = 1
+        elif solver == "sketch":
+            basis, vectors = fit_sketch(
+                kernel, Xd, rule, sketch=self._sketch(n, rule), block_bytes=block_bytes,
+                refine=self.refine, basis_data=basis_data,
+            )
+            self.n_iter_ = 2 if self.refine else 1
         else:
             basis, vectors, result = fit_randomized(
                 kernel, Xd, rule,

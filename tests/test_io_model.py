@@ -28,6 +28,8 @@ MODELS = {
     "randomized streaming": lambda: dkpca.KernelPCA(
         4, solver="randomized", max_memory="100KiB", block_size="64KiB", random_state=0
     ),
+    "sketch": lambda: dkpca.KernelPCA(3, solver="sketch", sketch="hashing", sketch_dim=40,
+                                      n_hashes=2, refine=True, random_state=0),
     "sum kernel": lambda: dkpca.KernelPCA(0.5, kernel=RBF(sigma2=2.0) + Linear()),
     "poly": lambda: dkpca.KernelPCA(3, kernel="poly", degree=2, min_relative_eigenvalue=0.01),
     "PCA covariance": lambda: dkpca.PCA(3, solver="covariance"),

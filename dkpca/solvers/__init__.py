@@ -2,7 +2,9 @@
 
 from ._basis import KernelBasis
 from ._components import ComponentRule
+from ._sketches import Sketch
 from .exact import fit_exact
 from .randomized import fit_randomized
+from .sketch import fit_sketch
 
-__all__ = ["ComponentRule", "KernelBasis", "fit_exact", "fit_randomized"]
+__all__ = ["ComponentRule", "KernelBasis", "Sketch", "fit_exact", "fit_randomized", "fit_sketch"]

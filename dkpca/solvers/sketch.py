@@ -1,0 +1,113 @@
+"""Approx-KPCA (tutorial §5.2, its Alg. 6): kernel PCA from a sketch of the kernel map.
+
+Each training point's centred empirical kernel map ``k_t = K_c[:, t]`` (length ``n``, whose
+covariance is ``K_c²``) is sketched to ``q`` dimensions, ``Z = Wᵀ K_c`` (see
+:class:`~dkpca.solvers._sketches.Sketch`). One blocked pass over the kernel's upper tiles gives
+``K_c W = H K (H W)`` without storing ``K``. The ``q × q`` matrix ``Z Zᵀ`` has eigenvalues
+``μ ≈`` those of ``K_c²``, so ``K_c``'s eigenvalues are ``sqrt(μ)`` and its eigenvectors
+``v = Zᵀ u / sqrt(μ)`` (unit length, summing to zero).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dask.array as da
+import numpy as np
+
+from dkpca.blocked import center_columns, compute, kernel_diagonal, symmetric_kernel_product
+from dkpca.kernels import Kernel
+from dkpca.linalg import flip_signs, top_eigh
+
+from ._basis import KernelBasis
+from ._common import basis_from_eigenpairs, check_finite_kernel
+from ._components import ComponentRule
+from ._sketches import Sketch
+
+__all__ = ["fit_sketch"]
+
+logger = logging.getLogger(__name__)
+
+
+def fit_sketch(
+    kernel: Kernel,
+    X: da.Array,
+    rule: ComponentRule,
+    *,
+    sketch: Sketch,
+    block_bytes: int,
+    refine: bool = False,
+    basis_data: np.ndarray | da.Array | None = None,
+) -> tuple[KernelBasis, np.ndarray]:
+    """Approximate kernel PCA from a ``sketch.sketch_dim``-dimensional sketch of the kernel map.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array, (n, d)
+    rule : ComponentRule
+        Which components to keep; at most ``sketch_dim``.
+    sketch : Sketch
+        Gaussian or hashing, with its seed.
+    block_bytes : int
+        Memory for one kernel tile.
+    refine : bool, default=False
+        Go beyond the tutorial: a second pass computes the exact Rayleigh–Ritz projection of
+        ``K_c`` on the sketched subspace ``span(K_c W)``, so the eigenvalues are exact on that
+        subspace and nearly equal eigenvalues no longer mix their eigenvectors.
+    basis_data : array, optional
+        What the fitted basis keeps of the training data (``X`` by default).
+
+    Returns
+    -------
+    basis : KernelBasis
+    eigenvectors : (n, k) array
+
+    Notes
+    -----
+    One pass over the kernel's upper tiles (``O(n² d)``), memory ``O(n q)`` for the sketch and
+    its image, then a ``q × q`` eigenproblem. The eigenvalues are biased when ``q`` is small
+    (tutorial Fig. 9): use the exact or randomized solver where they must be precise.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import RBF
+    >>> X = da.from_array(np.random.default_rng(0).normal(size=(60, 3)))
+    >>> sketch = Sketch("gaussian", 40, np.random.SeedSequence(0))
+    >>> basis, vectors = fit_sketch(RBF(gamma=0.5), X, ComponentRule.from_params(2, None),
+    ...                             sketch=sketch, block_bytes=2**20)
+    >>> vectors.shape, bool(np.allclose(vectors.T @ vectors, np.eye(2)))
+    ((60, 2), True)
+    """
+    n, q = X.shape[0], sketch.sketch_dim
+    W = sketch.matrix(n)
+    W -= W.mean(axis=0)  # H W: the sketch of the centred kernel map, K_c W = H K (H W)
+    image = symmetric_kernel_product(
+        kernel, X, np.hstack([W, np.full((n, 1), 1.0 / n)]), block_bytes=block_bytes
+    )
+    row_means = np.asarray(image[:, -1], dtype=np.float64)  # the 1/n column: K's row means
+    check_finite_kernel(row_means, X, "KernelPCA")
+    Y = np.array(image[:, :-1], dtype=np.float64)
+    center_columns(Y)  # Y = K_c W = Zᵀ
+    (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
+    total_variance = float(diagonal_sum) - n * float(row_means.mean())
+    if refine:
+        Q, _ = np.linalg.qr(Y)
+        Q -= Q.mean(axis=0)  # range(K_c) ⟂ 1; drop the rounding residue
+        image = np.array(symmetric_kernel_product(kernel, X, Q, block_bytes=block_bytes),
+                         dtype=np.float64)
+        center_columns(image)  # K_c Q = H K H Q
+        eigenvalues, S = top_eigh(Q.T @ image, None, overwrite=True)
+        vectors = flip_signs(Q @ S)
+    else:
+        mu, U = top_eigh(Y.T @ Y, None, overwrite=True)
+        keep = mu > max(mu[0], 0.0) * 1e-12
+        mu, U = mu[keep], U[:, keep]
+        eigenvalues = np.sqrt(mu)
+        vectors = flip_signs(Y @ U / eigenvalues)  # v = Zᵀ u / sqrt(μ)
+    logger.info("approx-KPCA: %s sketch of %d x %d kernel to q = %d", sketch.kind, n, n, q)
+    return basis_from_eigenpairs(
+        kernel, X if basis_data is None else basis_data, eigenvalues, vectors, row_means,
+        total_variance, rule, block_bytes, "KernelPCA",
+    )
