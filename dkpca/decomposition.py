@@ -26,7 +26,14 @@ from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_array, as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linalg import flip_signs, top_eigh
-from .solvers import ComponentRule, Sketch, fit_exact, fit_randomized, fit_sketch
+from .solvers import (
+    ComponentRule,
+    Sketch,
+    fit_exact,
+    fit_pca_sketch,
+    fit_randomized,
+    fit_sketch,
+)
 
 __all__ = ["PCA", "KernelPCA"]
 
@@ -389,16 +396,31 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     n_components : int, float or None, default=None
         An int keeps that many components, a float in (0, 1) the fewest explaining that
         fraction of the variance, ``None`` all ``min(n_samples, n_features)``.
-    solver : {"auto", "covariance", "gram"}, default="auto"
+    solver : {"auto", "covariance", "gram", "sketch"}, default="auto"
         ``"covariance"`` (the tutorial's Alg. 1): one pass accumulates the ``d × d`` covariance
         over row chunks. ``"gram"`` (Alg. 2, for ``n <= d``): one pass accumulates the
         ``n × n`` dot matrix over feature chunks, a second converts its eigenvectors
         (``w = X_cᵀ v / sqrt(λ)``, eq. 21). ``"auto"`` takes ``"covariance"`` when
-        ``n > d``, else ``"gram"``.
+        ``n > d``, else ``"gram"``. ``"sketch"`` (Alg. 4, for large ``n`` and ``d``) sketches
+        every sample to ``sketch_dim`` dimensions, decomposes their ``q × q`` scatter and
+        converts the eigenvectors back to the input space (eq. 21): two passes, memory
+        ``O(q² + d k)``.
     min_relative_eigenvalue : float, optional
         Drop components whose variance is below this fraction of the first.
     block_size : int or str, default="128MiB"
         Memory for one feature chunk of the gram solver.
+    sketch : {"gaussian", "hashing"}, default="gaussian"
+        Sketch solver: Gaussian random projection or signed feature hashing.
+    sketch_dim : int, optional
+        Sketch solver: the sketch's dimension ``q``; by default ``max(200, 10 k)``, at most
+        ``n_features``.
+    n_hashes : int, default=1
+        Hashing sketch: hash functions concatenated.
+    refine : bool, default=False
+        Sketch solver: a third pass makes the eigenvalues exact on the found subspace
+        (Rayleigh–Ritz).
+    random_state : int, numpy Generator, RandomState or None, default=None
+        Seed of the sketch.
 
     Attributes
     ----------
@@ -433,9 +455,11 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "n_components": _N_COMPONENTS,
-        "solver": [Options({"auto", "covariance", "gram"})],
+        "solver": [Options({"auto", "covariance", "gram", "sketch"})],
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
         "block_size": _SIZE,
+        **{k: KernelPCA._parameter_constraints[k]
+           for k in ("sketch", "sketch_dim", "n_hashes", "refine", "random_state")},
     }
 
     def __init__(
@@ -445,11 +469,21 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         solver: str = "auto",
         min_relative_eigenvalue: float | None = None,
         block_size: int | str = "128MiB",
+        sketch: str = "gaussian",
+        sketch_dim: int | None = None,
+        n_hashes: int = 1,
+        refine: bool = False,
+        random_state: RandomStateLike = None,
     ):
         self.n_components = n_components
         self.solver = solver
         self.min_relative_eigenvalue = min_relative_eigenvalue
         self.block_size = block_size
+        self.sketch = sketch
+        self.sketch_dim = sketch_dim
+        self.n_hashes = n_hashes
+        self.refine = refine
+        self.random_state = random_state
 
     def fit(self, X: ArrayLike, y: Any = None) -> PCA:
         """Fit the model on ``X`` (``n_samples × n_features``).
@@ -465,7 +499,16 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         check_n_components(self.n_components, min(n, d), "PCA")
         rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue)
         solver = self.solver if self.solver != "auto" else ("covariance" if n > d else "gram")
-        if solver == "covariance":
+        if solver == "sketch":
+            wanted = rule.count if rule.count is not None else 20
+            q = self.sketch_dim if self.sketch_dim is not None else min(d, max(200, 10 * wanted))
+            if rule.count is not None and rule.count > q:
+                raise ValueError(f"PCA: n_components={rule.count} exceeds sketch_dim={q}.")
+            sketch = Sketch(self.sketch, q, check_random_state(self.random_state), self.n_hashes)
+            mean, eigenvalues, vectors, total = fit_pca_sketch(
+                Xd, rule, sketch=sketch, refine=self.refine
+            )
+        elif solver == "covariance":
             mean, eigenvalues, vectors, total = self._fit_covariance(Xd, rule)
         else:
             mean, eigenvalues, vectors, total = self._fit_gram(Xd, rule)

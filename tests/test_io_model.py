@@ -34,6 +34,8 @@ MODELS = {
     "poly": lambda: dkpca.KernelPCA(3, kernel="poly", degree=2, min_relative_eigenvalue=0.01),
     "PCA covariance": lambda: dkpca.PCA(3, solver="covariance"),
     "PCA gram": lambda: dkpca.PCA(3, solver="gram"),
+    "PCA sketch": lambda: dkpca.PCA(2, solver="sketch", sketch_dim=4, refine=True,
+                                    random_state=0),
 }
 
 

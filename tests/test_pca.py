@@ -82,7 +82,7 @@ def test_float32_stays_float32():
         (np.array([[1.0, np.nan], [0.0, 1.0], [2.0, 2.0]]), {}, ValueError, "NaN or infinity"),
         (np.ones((5, 3), dtype=complex), {}, TypeError, "complex dtype"),
         (np.ones((10, 3)), {"n_components": 4}, ValueError, "larger than possible"),
-        (np.ones((10, 3)), {"solver": "sketch"}, ValueError, "invalid solver='sketch'"),
+        (np.ones((10, 3)), {"solver": "power"}, ValueError, "invalid solver='power'"),
         (np.ones((10, 3)), {"block_size": 0}, ValueError, "invalid block_size=0"),
     ],
 )

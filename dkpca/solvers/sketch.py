@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import logging
 
+import dask
 import dask.array as da
 import numpy as np
 
-from dkpca.blocked import center_columns, compute, kernel_diagonal, symmetric_kernel_product
+from dkpca.blocked import (
+    center_columns,
+    compute,
+    kernel_diagonal,
+    symmetric_kernel_product,
+    tree_sum,
+)
 from dkpca.kernels import Kernel
 from dkpca.linalg import flip_signs, top_eigh
 
@@ -24,7 +31,7 @@ from ._common import basis_from_eigenpairs, check_finite_kernel
 from ._components import ComponentRule
 from ._sketches import Sketch
 
-__all__ = ["fit_sketch"]
+__all__ = ["fit_pca_sketch", "fit_sketch"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,3 +118,89 @@ def fit_sketch(
         kernel, X if basis_data is None else basis_data, eigenvalues, vectors, row_means,
         total_variance, rule, block_bytes, "KernelPCA",
     )
+
+
+def _sketch_moments(block: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Stack ``[Σ x; Σ x∘x; Σ s; Sᵀ S]`` of one row chunk, with ``S = block W`` (float64)."""
+    B = block.astype(np.float64)
+    S = B @ W
+    q, d = W.shape[1], B.shape[1]
+    out = np.zeros((3 + q, max(d, q)))
+    out[0, :d], out[1, :d], out[2, :q] = B.sum(axis=0), (B * B).sum(axis=0), S.sum(axis=0)
+    out[3:, :q] = S.T @ S
+    return out
+
+
+def _back_projection(block: np.ndarray, W: np.ndarray, shift: np.ndarray,
+                     U: np.ndarray) -> np.ndarray:
+    """``Bᵀ ((B W - shift) U)`` of one row chunk: eq. (21)'s ``X_cᵀ v`` before scaling."""
+    B = block.astype(np.float64)
+    return B.T @ ((B @ W - shift) @ U)
+
+
+def _scatter_product(block: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """``Bᵀ (B V)`` of one row chunk."""
+    B = block.astype(np.float64)
+    return B.T @ (B @ V)
+
+
+def fit_pca_sketch(
+    X: da.Array, rule: ComponentRule, *, sketch: Sketch, refine: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Approximate linear PCA (tutorial Alg. 4): PCA of the sketched samples, converted back.
+
+    Pass 1 sketches every sample to ``q`` dimensions (``S = X W``) and accumulates the
+    ``q × q`` scatter of ``S`` (whose eigenpairs ``(s, u)`` approximate those of the dot matrix
+    ``X_c X_cᵀ``: ``v = S_c u / sqrt(s)``). Pass 2 converts them to the input space,
+    ``w = X_cᵀ v / sqrt(s)`` (eq. 21). With ``refine``, pass 3 computes the exact
+    Rayleigh–Ritz projection of the scatter matrix on ``span(w)``.
+
+    Returns
+    -------
+    mean : (d,) array
+    eigenvalues : (k,) array
+        Of the scatter matrix ``X_cᵀ X_c`` (PCA divides by ``n - 1``).
+    vectors : (d, k) array
+        Unit principal directions.
+    total : float
+        Trace of the covariance (``n - 1`` denominator).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> X = np.random.default_rng(0).normal(size=(200, 30)) * np.linspace(3, 0.1, 30)
+    >>> sketch = Sketch("gaussian", 25, np.random.SeedSequence(0))
+    >>> mean, values, vectors, total = fit_pca_sketch(
+    ...     da.from_array(X, chunks=50), ComponentRule.from_params(2, None), sketch=sketch,
+    ...     refine=True)
+    >>> vectors.shape, bool(np.allclose(vectors.T @ vectors, np.eye(2)))
+    ((30, 2), True)
+    """
+    n, d = X.shape
+    q = sketch.sketch_dim
+    W = sketch.matrix(d)
+    blocks = X.to_delayed().ravel()
+    parts = [dask.delayed(_sketch_moments)(b, W) for b in blocks]
+    (moments,) = compute(tree_sum(parts))
+    if not np.isfinite(moments).all():
+        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
+    mean = moments[0, :d] / n
+    total = float(moments[1, :d].sum() - n * mean @ mean) / (n - 1)
+    sketch_mean = moments[2, :q] / n
+    scatter = moments[3:, :q] - n * np.outer(sketch_mean, sketch_mean)
+    s, U = top_eigh(scatter, None if rule.needs_full_spectrum else rule.count, overwrite=True)
+    keep = s > max(s[0], 0.0) * 1e-12
+    s, U = s[keep], U[:, keep]
+    parts = [dask.delayed(_back_projection)(b, W, sketch_mean, U) for b in blocks]
+    (back,) = compute(tree_sum(parts))
+    vectors = back / s  # X_cᵀ S_c u / s; X_cᵀ = Xᵀ on S_c's zero-sum columns
+    vectors /= np.linalg.norm(vectors, axis=0)
+    eigenvalues = s
+    if refine:
+        Q, _ = np.linalg.qr(vectors)
+        parts = [dask.delayed(_scatter_product)(b, Q) for b in blocks]
+        (product,) = compute(tree_sum(parts))
+        product -= n * np.outer(mean, mean @ Q)  # X_cᵀ X_c Q = Xᵀ X Q - n μ μᵀ Q
+        eigenvalues, S = top_eigh(Q.T @ product, None, overwrite=True)
+        vectors = Q @ S
+    return mean, eigenvalues, flip_signs(vectors), total
