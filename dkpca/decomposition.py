@@ -27,12 +27,16 @@ from .io import as_array, as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linalg import flip_signs, top_eigh
 from .solvers import (
+    SAMPLINGS,
     ComponentRule,
+    KernelBasis,
     Sketch,
     fit_exact,
+    fit_nystrom,
     fit_pca_sketch,
     fit_randomized,
     fit_sketch,
+    select_landmarks,
 )
 
 __all__ = ["PCA", "KernelPCA"]
@@ -102,12 +106,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Degree of the polynomial kernel.
     coef0 : float, default=1
         Independent term of the poly and sigmoid kernels.
-    solver : {"auto", "exact", "randomized", "sketch"}, default="auto"
+    solver : {"auto", "exact", "randomized", "sketch", "nystrom"}, default="auto"
         ``"exact"`` gathers the kernel and calls LAPACK; ``"randomized"`` runs a block Krylov
         iteration on the kernel operator (cached in memory when it fits, re-evaluated tile by
         tile when it does not); ``"sketch"`` is approx-KPCA (tutorial Alg. 6): one pass
         sketches the centred kernel map to ``sketch_dim`` dimensions, then a
-        ``sketch_dim × sketch_dim`` eigenproblem. ``"auto"`` takes ``"exact"`` for at most
+        ``sketch_dim × sketch_dim`` eigenproblem; ``"nystrom"`` approximates the kernel
+        through ``n_landmarks`` landmarks and runs a one-pass PCA of their feature map
+        (out of core: only ``m × m`` objects are gathered). ``"auto"`` takes ``"exact"`` for at most
         2,000 samples, when ``n_components`` is ``None`` or above a fifth of the samples, and
         ``"randomized"`` otherwise.
     min_relative_eigenvalue : float, optional
@@ -135,8 +141,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     refine : bool, default=False
         Sketch solver: one more pass for the exact Rayleigh–Ritz projection on the sketched
         subspace (exact eigenvalues there; no mixing of close eigenvectors).
+    n_landmarks : int, optional
+        Nyström solver: the number of landmarks ``m``; by default ``min(n_samples, 1000)``.
+    sampling : {"uniform", "diagonal", "column_norm", "kmeans"}, default="uniform"
+        Nyström solver: how landmarks are chosen: uniformly, with probability ``∝ k(x, x)²``
+        (eq. 64), ``∝ Σ_j k(x, x_j)²`` (eq. 65; one pass over the kernel), or as k-means
+        centroids of a subsample.
+    nystrom_method : {"feature_map", "extension"}, default="feature_map"
+        Nyström solver: PCA of the feature map ``K(x, L) K_LL^{-1/2}`` centred on all the
+        training points (one pass; exact for the approximated kernel), or the tutorial's
+        eigen-extension of the landmarks' eigenpairs (eqs. 62–63; no pass).
     random_state : int, numpy Generator, RandomState or None, default=None
-        Seed of the randomized solver's start block and of the sketch.
+        Seed of the randomized solver's start block, of the sketch and of landmark sampling.
 
     Attributes
     ----------
@@ -147,7 +163,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     explained_variance_ratio_ : ndarray (n_components_,)
         Fraction of the total feature-space variance (trace of the centred kernel).
     eigenvectors_ : ndarray (n_samples, n_components_)
-        Unit eigenvectors of the centred training kernel matrix.
+        Unit eigenvectors of the centred training kernel matrix (of its approximation for
+        the sketch and Nyström solvers). Nyström on lazy input keeps them lazy: a dask array.
+    landmarks_ : ndarray (n_landmarks, n_features)
+        Nyström solver: the landmarks.
     n_components_ : int
     kernel_ : Kernel
         The kernel with data-dependent defaults resolved.
@@ -191,7 +210,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "sigma2": [Interval("real", 0, None, closed="neither"), None],
         "degree": [Interval("int", 1, None)],
         "coef0": [Interval("real", None, None)],
-        "solver": [Options({"auto", "exact", "randomized", "sketch"})],
+        "solver": [Options({"auto", "exact", "randomized", "sketch", "nystrom"})],
+        "n_landmarks": [Interval("int", 1, None), None],
+        "sampling": [Options(set(SAMPLINGS))],
+        "nystrom_method": [Options({"feature_map", "extension"})],
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
         "sketch": [Options({"gaussian", "hashing"})],
         "sketch_dim": [Interval("int", 1, None), None],
@@ -227,6 +249,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         sketch_dim: int | None = None,
         n_hashes: int = 1,
         refine: bool = False,
+        n_landmarks: int | None = None,
+        sampling: str = "uniform",
+        nystrom_method: str = "feature_map",
         random_state: RandomStateLike = None,
     ):
         self.n_components = n_components
@@ -246,7 +271,28 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.sketch_dim = sketch_dim
         self.n_hashes = n_hashes
         self.refine = refine
+        self.n_landmarks = n_landmarks
+        self.sampling = sampling
+        self.nystrom_method = nystrom_method
         self.random_state = random_state
+
+    def _fit_nystrom(
+        self, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
+    ) -> KernelBasis:
+        n = X.shape[0]
+        m = self.n_landmarks if self.n_landmarks is not None else min(n, 1000)
+        if m > n:
+            raise ValueError(f"KernelPCA: n_landmarks={m} exceeds the {n} samples.")
+        if rule.count is not None and rule.count > m:
+            raise ValueError(
+                f"KernelPCA: n_components={rule.count} exceeds n_landmarks={m}; Nyström "
+                f"yields at most n_landmarks components."
+            )
+        rng = np.random.default_rng(check_random_state(self.random_state))
+        landmarks = select_landmarks(kernel, X, m, self.sampling, rng=rng,
+                                     block_bytes=block_bytes)
+        return fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
+                           method=self.nystrom_method)
 
     def _sketch(self, n: int, rule: ComponentRule) -> Sketch:
         wanted = rule.count if rule.count is not None else 20
@@ -336,6 +382,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 refine=self.refine, basis_data=basis_data,
             )
             self.n_iter_ = 2 if self.refine else 1
+        elif solver == "nystrom":
+            basis = self._fit_nystrom(kernel, Xd, rule, block_bytes)
+            vectors = basis.transform(Xd) / np.sqrt(basis.eigenvalues)  # lazy: n x k
+            if not is_lazy(X):
+                (vectors,) = compute(vectors)
+            self.landmarks_ = basis.basis
+            self.n_iter_ = 1
         else:
             basis, vectors, result = fit_randomized(
                 kernel, Xd, rule,
@@ -383,6 +436,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         self.fit(X)
         scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+        if isinstance(scores, da.Array):  # Nyström on lazy input: already lazy
+            return scores
         if is_lazy(X):
             return da.from_array(scores, chunks=(as_dask(X).chunks[0], -1))
         return scores

@@ -2,10 +2,22 @@
 
 from ._basis import KernelBasis
 from ._components import ComponentRule
+from ._landmarks import SAMPLINGS, select_landmarks
 from ._sketches import Sketch
 from .exact import fit_exact
+from .nystrom import fit_nystrom
 from .randomized import fit_randomized
 from .sketch import fit_pca_sketch, fit_sketch
 
-__all__ = ["ComponentRule", "KernelBasis", "Sketch", "fit_exact", "fit_pca_sketch", "fit_randomized",
-           "fit_sketch"]
+__all__ = [
+    "SAMPLINGS",
+    "ComponentRule",
+    "KernelBasis",
+    "Sketch",
+    "fit_exact",
+    "fit_nystrom",
+    "fit_pca_sketch",
+    "fit_randomized",
+    "fit_sketch",
+    "select_landmarks",
+]

@@ -1,0 +1,114 @@
+"""Nyström kernel PCA: landmarks, samplers, the feature-map PCA and the eigen-extension."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import match_signs
+from sklearn.decomposition import PCA as SklearnPCA
+
+from dkpca import KernelPCA
+from dkpca.kernels import RBF, Polynomial
+from dkpca.solvers import SAMPLINGS
+from dkpca.solvers._landmarks import sampling_probabilities
+from dkpca.solvers.nystrom import inverse_sqrt
+
+
+def similarity(V, V_ref):
+    """Tutorial eq. (66), per component."""
+    return np.abs(np.sum(V * V_ref, axis=0)) / (
+        np.linalg.norm(V, axis=0) * np.linalg.norm(V_ref, axis=0)
+    )
+
+
+@pytest.fixture(scope="module")
+def exact(digits):
+    return KernelPCA(10, kernel="rbf", gamma=1 / 64, solver="exact").fit(digits)
+
+
+def test_all_points_as_landmarks_is_exact_kernel_pca(digits, exact):
+    full = KernelPCA(5, gamma=1 / 64, solver="nystrom", n_landmarks=len(digits)).fit(digits)
+    np.testing.assert_allclose(full.eigenvalues_, exact.eigenvalues_[:5], rtol=1e-10)
+    np.testing.assert_allclose(match_signs(full.eigenvectors_, exact.eigenvectors_[:, :5]),
+                               exact.eigenvectors_[:, :5], atol=1e-8)
+    new = digits[:20] * 0.9
+    expected = exact.transform(new)[:, :5]
+    np.testing.assert_allclose(match_signs(full.transform(new), expected), expected, atol=1e-8)
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_top_components_match_exact_at_m_400(sampling, digits, exact):
+    model = KernelPCA(5, gamma=1 / 64, solver="nystrom", n_landmarks=400, sampling=sampling,
+                      random_state=0).fit(digits)
+    assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_[:, :5]) > 0.95)
+    V = model.eigenvectors_
+    np.testing.assert_allclose(V.T @ V, np.eye(5), atol=1e-10)  # orthonormal
+    np.testing.assert_allclose(V.sum(axis=0), 0, atol=1e-10)  # centred on all n points
+    # Nyström underestimates: K̃ <= K in the PSD order, so each λ̃ <= λ.
+    assert np.all(model.eigenvalues_ <= exact.eigenvalues_[:5] * (1 + 1e-10))
+    assert model.landmarks_.shape == (400, 64)
+
+
+def test_feature_map_pca_matches_a_numpy_reference(moons):
+    kernel = RBF(gamma=2.0)
+    model = KernelPCA(3, kernel=kernel, solver="nystrom", n_landmarks=50,
+                      random_state=1).fit(moons)
+    L = model.landmarks_
+    features = kernel.pairwise(moons, L) @ inverse_sqrt(kernel.pairwise(L))
+    reference = SklearnPCA(3, svd_solver="full").fit(features)
+    np.testing.assert_allclose(model.eigenvalues_,
+                               reference.explained_variance_ * (len(moons) - 1), rtol=1e-8)
+    new = moons[:15] + 0.05
+    expected = reference.transform(kernel.pairwise(new, L) @ inverse_sqrt(kernel.pairwise(L)))
+    np.testing.assert_allclose(match_signs(model.transform(new), expected), expected,
+                               atol=1e-8)
+
+
+def test_eigen_extension_follows_the_tutorial(digits, exact):
+    model = KernelPCA(3, gamma=1 / 64, solver="nystrom", n_landmarks=1797,
+                      nystrom_method="extension").fit(digits)
+    # With every point a landmark, eqs. (62)-(63) give exact kernel PCA.
+    np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_[:3], rtol=1e-10)
+    np.testing.assert_allclose(match_signs(model.eigenvectors_, exact.eigenvectors_[:, :3]),
+                               exact.eigenvectors_[:, :3], atol=1e-8)
+    sub = KernelPCA(3, gamma=1 / 64, solver="nystrom", n_landmarks=600,
+                    nystrom_method="extension", random_state=0).fit(digits)
+    norms = np.linalg.norm(sub.eigenvectors_, axis=0)
+    np.testing.assert_allclose(norms, 1.0, atol=0.15)  # sqrt(m/n) scaling (DESIGN.md)
+
+
+def test_sampling_probabilities(digits):
+    X = da.from_array(digits[:300], chunks=(70, -1))
+    poly = Polynomial(degree=2, gamma=0.1, coef0=1.0)
+    diag = np.diag(poly.pairwise(digits[:300]))
+    np.testing.assert_allclose(sampling_probabilities(poly, X, "diagonal", block_bytes=2**16),
+                               diag**2 / np.sum(diag**2), rtol=1e-10)
+    K = poly.pairwise(digits[:300])
+    np.testing.assert_allclose(
+        sampling_probabilities(poly, X, "column_norm", block_bytes=2**16),
+        (K**2).sum(axis=1) / (K**2).sum(), rtol=1e-10,
+    )
+    assert sampling_probabilities(poly, X, "uniform", block_bytes=2**16) is None
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_same_landmarks_and_model_whatever_the_chunking(sampling, digits):
+    params = {"n_components": 3, "gamma": 1 / 64, "solver": "nystrom", "n_landmarks": 60,
+              "sampling": sampling, "random_state": 5}
+    a = KernelPCA(**params).fit(digits)
+    b = KernelPCA(**params).fit(da.from_array(digits, chunks=(250, -1)))
+    np.testing.assert_array_equal(a.landmarks_, b.landmarks_)
+    np.testing.assert_allclose(b.eigenvalues_, a.eigenvalues_, rtol=1e-10)
+    assert isinstance(b.eigenvectors_, da.Array)  # lazy input: n x k stays lazy
+    np.testing.assert_allclose(b.eigenvectors_.compute(), a.eigenvectors_, atol=1e-10)
+    scores = b.fit_transform(da.from_array(digits, chunks=(250, -1)))
+    np.testing.assert_allclose(scores.compute(), a.eigenvectors_ * np.sqrt(a.eigenvalues_),
+                               atol=1e-8)
+
+
+def test_nystrom_settings_are_checked(digits):
+    with pytest.raises(ValueError, match="n_components=50 exceeds n_landmarks=40"):
+        KernelPCA(50, solver="nystrom", n_landmarks=40).fit(digits)
+    with pytest.raises(ValueError, match="n_landmarks=2000 exceeds the 1797 samples"):
+        KernelPCA(5, solver="nystrom", n_landmarks=2000).fit(digits)
+    with pytest.raises(ValueError, match="invalid sampling='random'"):
+        KernelPCA(5, solver="nystrom", sampling="random").fit(digits)
