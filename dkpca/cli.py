@@ -104,13 +104,23 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--sigma2", type=float, help="RBF width, exp(-|x-y|^2 / (2 sigma2))")
     group.add_argument("--degree", type=int, default=3, help="polynomial degree")
     group.add_argument("--coef0", type=float, default=1.0, help="poly/sigmoid offset")
-    group.add_argument("--solver", default="auto", choices=["auto", "exact", "randomized"])
+    group.add_argument("--solver", default="auto",
+                       choices=["auto", "exact", "randomized", "sketch", "nystrom"])
     group.add_argument("--n-components", type=_n_components, default=None,
                        help="a count, or a variance fraction in (0, 1)")
     group.add_argument("--min-relative-eigenvalue", type=float, default=None)
     group.add_argument("--random-state", type=int, default=None)
     group.add_argument("--max-memory", default="auto",
                        help="memory the whole kernel may take, e.g. 8GiB (default: auto)")
+    group.add_argument("--n-landmarks", type=_positive_int, default=None,
+                       help="nystrom: landmarks (default: min(n, 1000))")
+    group.add_argument("--sampling", default="uniform",
+                       choices=["uniform", "diagonal", "column_norm", "kmeans"],
+                       help="nystrom: how landmarks are chosen")
+    group.add_argument("--sketch", default="gaussian", choices=["gaussian", "hashing"],
+                       help="sketch: the dot-product preserving transform")
+    group.add_argument("--sketch-dim", type=_positive_int, default=None,
+                       help="sketch: its dimension q")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -210,7 +220,8 @@ def _fit(args: argparse.Namespace) -> str:
         args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
         degree=args.degree, coef0=args.coef0, solver=args.solver,
         min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
-        max_memory=args.max_memory,
+        max_memory=args.max_memory, n_landmarks=args.n_landmarks, sampling=args.sampling,
+        sketch=args.sketch, sketch_dim=args.sketch_dim,
     )
     validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
     X, _ = _open_input(args)

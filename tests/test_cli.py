@@ -63,6 +63,21 @@ def test_fit_transform_info_on_zarr(store, tmp_path, capsys):
     )
 
 
+@pytest.mark.distributed
+def test_fit_with_nystrom_from_the_command_line(store, tmp_path, capsys):
+    path, X = store
+    status = main(["fit", str(path), "--component", "X", "--out", str(tmp_path / "n.zarr"),
+                   "--n-components", "2", "--solver", "nystrom", "--n-landmarks", "80",
+                   "--sampling", "kmeans", "--random-state", "0", "--quiet", *CLUSTER])
+    assert status == 0 and "(nystrom)" in capsys.readouterr().out
+    model = dkpca.load(tmp_path / "n.zarr")
+    assert model.landmarks_.shape == (80, 5)
+    np.testing.assert_allclose(model.transform(X[:5]),
+                               dkpca.KernelPCA(2, solver="nystrom", n_landmarks=80,
+                                               sampling="kmeans", random_state=0)
+                               .fit(X).transform(X[:5]), atol=1e-8)
+
+
 @pytest.fixture
 def saved_model(store, tmp_path):
     _, X = store
