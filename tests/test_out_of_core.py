@@ -41,3 +41,60 @@ def test_transform_of_zarr_larger_than_worker_memory(tmp_path, capsys):
     rows = np.r_[0:100, N_ROWS - 100:N_ROWS]
     stored = zarr.open_array(data, mode="r")
     np.testing.assert_allclose(scores[rows], model.transform(stored[rows]), atol=1e-10)
+
+
+class _PeakRSS:
+    """Sample this process's resident memory in a thread; ``peak`` is the largest seen."""
+
+    def __init__(self, interval: float = 0.05):
+        import threading
+
+        import psutil
+
+        self.process, self.peak, self.interval = psutil.Process(), 0, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self.start = self.process.memory_info().rss
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def test_nystrom_fit_and_transform_of_zarr_4x_the_cluster_memory(tmp_path, capsys):
+    n_rows, worker_memory = 8_400_000, 512 * 2**20
+    data = tmp_path / "huge.zarr"
+    X = da.random.default_rng(1).standard_normal((n_rows, N_FEATURES), chunks=(100_000, -1))
+    X.to_zarr(str(data), mode="w")
+    assert zarr.open_array(data, mode="r").nbytes >= 4 * 2 * worker_memory
+
+    with connect(n_workers=2, threads_per_worker=1, memory_limit=worker_memory) as client:
+        pids = client.run(lambda: __import__("os").getpid())
+        with _PeakRSS() as client_memory:
+            for argv in (
+                ["fit", str(data), "--out", str(tmp_path / "model.zarr"), "--solver", "nystrom",
+                 "--n-landmarks", "100", "--n-components", "3", "--random-state", "0"],
+                ["transform", str(tmp_path / "model.zarr"), str(data), "--out",
+                 str(tmp_path / "scores.zarr")],
+            ):
+                status = main([*argv, "--scheduler", client.scheduler.address, "--quiet"])
+                assert status == 0, capsys.readouterr().err
+        assert client.run(lambda: __import__("os").getpid()) == pids  # none killed/restarted
+    # The client holds m x m and m x k objects only: far less than one chunk of the data.
+    assert client_memory.peak - client_memory.start < 256 * 2**20
+
+    model = dkpca.load(tmp_path / "model.zarr")
+    scores = zarr.open_group(tmp_path / "scores.zarr", mode="r")["scores"]
+    rows = np.r_[0:50, n_rows - 50:n_rows]
+    stored = zarr.open_array(data, mode="r")
+    np.testing.assert_allclose(scores[rows], model.transform(stored[rows]), atol=1e-8)
+    assert model.basis_.n_samples == n_rows and model.landmarks_.shape == (100, N_FEATURES)
