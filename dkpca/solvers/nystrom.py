@@ -54,15 +54,19 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     return V[:, keep] / np.sqrt(w[keep])
 
 
-def _feature_moments(block: np.ndarray, landmarks: np.ndarray, R: np.ndarray, kernel: Kernel,
-                     strip: int) -> np.ndarray:
-    """``[Σ φ; Σ φ φᵀ]`` of one row chunk, ``φ = k(x, L) R``, evaluated in row strips."""
-    r = R.shape[1]
-    out = np.zeros((r + 1, r))
+def _kernel_moments(block: np.ndarray, landmarks: np.ndarray, kernel: Kernel,
+                    strip: int) -> np.ndarray:
+    """``[Σ k; Σ k kᵀ]`` of one row chunk, ``k = k(x, L)``, evaluated in row strips (float64).
+
+    The features ``φ = k R`` need not be formed: their moments are ``Rᵀ Σ k`` and
+    ``Rᵀ (Σ k kᵀ) R``, which saves an ``n m²`` product.
+    """
+    m = landmarks.shape[0]
+    out = np.zeros((m + 1, m))
     for start in range(0, block.shape[0], strip):
-        F = kernel.pairwise(block[start : start + strip], landmarks).astype(np.float64) @ R
-        out[0] += F.sum(axis=0)
-        out[1:] += F.T @ F
+        K = kernel.pairwise(block[start : start + strip], landmarks).astype(np.float64)
+        out[0] += K.sum(axis=0)
+        out[1:] += K.T @ K.copy()  # distinct buffers: gemm, not OpenBLAS's fragile syrk
     return out
 
 
@@ -96,7 +100,8 @@ def fit_nystrom(
 
     Notes
     -----
-    ``feature_map``: one pass, ``O(n m d + n m²)`` time; memory per task one strip of
+    ``feature_map``: one pass, ``O(n m d + n m²)`` time (one ``n m²`` product: the moments
+    of ``k(x, L)`` are accumulated and mapped to the features' at the end); memory per task one strip of
     ``K(X, L)``; gathered ``O(m²)``. ``extension``: ``O(m² d + m³)``, no pass over ``X`` beyond
     the kernel diagonal (for the total variance).
 
@@ -118,13 +123,14 @@ def fit_nystrom(
         return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
     R = inverse_sqrt(K_LL)
     strip = max(1, worker_block_bytes(block_bytes) // max(1, m * 8))
-    parts = [dask.delayed(_feature_moments)(b, landmarks, R, kernel, strip)
+    parts = [dask.delayed(_kernel_moments)(b, landmarks, kernel, strip)
              for b in X.rechunk({1: -1}).to_delayed().ravel()]
     (moments,) = compute(tree_sum(parts))
     if not np.isfinite(moments).all():
         raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
-    mean = moments[0] / n
-    scatter = moments[1:] - n * np.outer(mean, mean)
+    mean = R.T @ moments[0] / n  # the mean feature
+    scatter = R.T @ moments[1:] @ R - n * np.outer(mean, mean)
+    scatter = (scatter + scatter.T) / 2
     k = None if rule.needs_full_spectrum else min(rule.count, R.shape[1])
     eigenvalues, U = top_eigh(scatter, k, overwrite=True)
     # The true kernel's centred trace, sum(k(x, x)) - n mean(K), with mean(K) estimated by the
