@@ -1,0 +1,157 @@
+"""Nyström kernel PCA: dkpca versus scikit-learn's ``Nystroem`` + ``PCA``, time and peak memory.
+
+Data: ``n`` rows of ``d = 64`` standard normal features in float32 (seeded), RBF kernel with
+``gamma = 1 / d``, ``m`` landmarks (uniform sampling, ``random_state=0``), 10 components.
+
+* scikit-learn: ``Nystroem(kernel="rbf", gamma, n_components=m).fit_transform(X)`` then
+  ``PCA(10).fit`` of the ``n × m`` features (kernel PCA of the Nyström approximation; the
+  features are held in memory).
+* dkpca: ``KernelPCA(10, solver="nystrom", n_landmarks=m).fit`` of ``X`` as a dask array
+  (in-memory rows, 100,000 per chunk, local threads); one pass accumulates ``m × m`` moments.
+  With ``--zarr``, the largest sizes read ``X`` from a Zarr array on disk instead (out of
+  core: ``X`` is never in memory), which is how ``n = 10,000,000`` runs.
+
+Each measurement runs in its own spawned process. *time* is the wall time of ``fit`` (data
+generation excluded); *peak* is the peak resident set size during ``fit`` minus the one before
+it (psutil, every 5 ms); a process that dies (out of memory) or passes ``--timeout`` is
+recorded as such. The eigenvalue column compares the two libraries' leading eigenvalue
+(``PCA.explained_variance_ · (n - 1)`` against ``eigenvalues_``; different landmarks, so
+agreement to about 1 % is expected, not exactness).
+
+Usage::
+
+    python benchmarks/bench_nystrom.py                       # n = 1e5, 1e6; m = 1000, 2000
+    python benchmarks/bench_nystrom.py --n 10000000 --m 1000 --zarr --skip-sklearn
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import queue
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import Monitor, dkpca_source, environment, markdown_table, print_environment
+
+D, K, CHUNK = 64, 10, 100_000
+RESULTS = Path(__file__).parent / "results"
+
+
+def _chunk(i: int, rows: int) -> np.ndarray:
+    return np.random.default_rng([0, i]).standard_normal((rows, D), dtype=np.float32)
+
+
+def make_data(n: int) -> np.ndarray:
+    """``n × 64`` float32 normal data, generated chunk by chunk from fixed seeds."""
+    X = np.empty((n, D), dtype=np.float32)
+    for i, start in enumerate(range(0, n, CHUNK)):
+        X[start : start + CHUNK] = _chunk(i, min(CHUNK, n - start))
+    return X
+
+
+def zarr_data(n: int) -> str:
+    """The same data in a Zarr array under ``benchmarks/results`` (written once)."""
+    import zarr
+
+    path = RESULTS / f"nystrom-{n}.zarr"
+    if not (path / "zarr.json").exists():
+        RESULTS.mkdir(exist_ok=True)
+        array = zarr.create_array(path, shape=(n, D), dtype="float32", chunks=(CHUNK, D),
+                                  overwrite=True)
+        for i, start in enumerate(range(0, n, CHUNK)):
+            array[start : start + CHUNK] = _chunk(i, min(CHUNK, n - start))
+    return str(path)
+
+
+def _fit(library: str, n: int, m: int, use_zarr: bool) -> dict[str, Any]:
+    if library == "sklearn":
+        from sklearn.decomposition import PCA
+        from sklearn.kernel_approximation import Nystroem
+
+        X = make_data(n)
+        with Monitor() as monitor:
+            features = Nystroem(kernel="rbf", gamma=1 / D, n_components=m,
+                                random_state=0).fit_transform(X)
+            pca = PCA(K, random_state=0).fit(features)
+        top = float(pca.explained_variance_[0] * (n - 1))
+    else:
+        import dask.array as da
+
+        import dkpca
+
+        X = da.from_zarr(zarr_data(n)) if use_zarr else da.from_array(make_data(n),
+                                                                      chunks=(CHUNK, -1))
+        with Monitor() as monitor:
+            model = dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom",
+                                    n_landmarks=m, random_state=0).fit(X)
+        top = float(model.eigenvalues_[0])
+    return {"time": monitor.elapsed, "peak": monitor.peak_increase, "top": top,
+            "other_load": monitor.other_load}
+
+
+def _child(library: str, n: int, m: int, use_zarr: bool, results: mp.Queue) -> None:
+    results.put(_fit(library, n, m, use_zarr))
+
+
+def measure(library: str, n: int, m: int, use_zarr: bool, timeout: float) -> dict[str, Any]:
+    """One fit in a spawned process; a crash or a timeout becomes the record's status."""
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=_child, args=(library, n, m, use_zarr, results))
+    child.start()
+    try:
+        record = {"status": "ok", **results.get(timeout=timeout)}
+    except queue.Empty:
+        if child.is_alive():
+            child.kill()
+            record = {"status": f"timeout (> {timeout:g} s)"}
+        else:
+            record = {"status": f"died (exit {child.exitcode}; out of memory?)"}
+    child.join()
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the grid and print a markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--m", type=int, nargs="+", default=[1000, 2000])
+    parser.add_argument("--zarr", action="store_true", help="dkpca reads X from Zarr")
+    parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args(argv)
+    print_environment(environment(), [sys.executable, *sys.argv])
+    print(f"dkpca: {dkpca_source()}\n")
+    rows = []
+    for n in args.n:
+        for m in args.m:
+            ours = measure("dkpca", n, m, args.zarr, args.timeout)
+            theirs = ({"status": "skipped"} if args.skip_sklearn
+                      else measure("sklearn", n, m, False, args.timeout))
+            both = ours["status"] == theirs["status"] == "ok"
+            rows.append([
+                f"{n:,}", m,
+                f"{theirs['time']:.1f}" if theirs["status"] == "ok" else theirs["status"],
+                f"{ours['time']:.1f}" if ours["status"] == "ok" else ours["status"],
+                f"{theirs['time'] / ours['time']:.2f}" if both else "",
+                f"{theirs['peak'] / 2**20:,.0f}" if theirs["status"] == "ok" else "",
+                f"{ours['peak'] / 2**20:,.0f}" if ours["status"] == "ok" else "",
+                f"{ours['peak'] / max(theirs['peak'], 1):.3f}" if both else "",
+                f"{abs(ours['top'] / theirs['top'] - 1):.1e}" if both else "",
+                f"{max(ours.get('other_load', 0), theirs.get('other_load', 0)):.2f}",
+            ])
+            print(rows[-1], flush=True)
+    print()
+    print(markdown_table(
+        ["n", "m", "sklearn s", "dkpca s", "time ratio (sklearn/dkpca)", "sklearn peak MiB",
+         "dkpca peak MiB", "memory ratio (dkpca/sklearn)", "λ1 rel. diff", "other load"],
+        rows,
+    ))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
