@@ -14,7 +14,7 @@ from typing import Any
 from . import kernels, xarray  # xarray: registers the DataArray.dkpca accessor
 from .io import as_dask, load, save
 
-_LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.decomposition"}
+_LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.linear"}
 
 
 def __getattr__(name: str) -> Any:

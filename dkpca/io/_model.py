@@ -41,7 +41,8 @@ _FORMAT = "dkpca.model"
 
 
 def _estimators() -> dict[str, type]:
-    from dkpca.decomposition import PCA, KernelPCA
+    from dkpca.decomposition import KernelPCA
+    from dkpca.linear import PCA
 
     return {"KernelPCA": KernelPCA, "PCA": PCA}
 

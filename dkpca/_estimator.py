@@ -1,0 +1,79 @@
+"""What the estimators share: size parsing, input checks, output kind, parameter constraints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask.utils import parse_bytes
+
+from ._validation import InstanceOf, Interval, Options
+from .blocked import compute
+from .io import is_lazy
+from .solvers import SAMPLINGS
+
+__all__ = [
+    "NYSTROM_CONSTRAINTS",
+    "N_COMPONENTS",
+    "SIZE",
+    "SKETCH_CONSTRAINTS",
+    "check_features",
+    "check_samples",
+    "like_input",
+    "parse_size",
+]
+
+
+def parse_size(value: int | str, name: str, owner: str) -> int:
+    try:
+        size = parse_bytes(value) if isinstance(value, str) else int(value)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{owner}: {name}={value!r} is not a size (e.g. '128MiB')") from err
+    if size <= 0:
+        raise ValueError(f"{owner}: {name} must be positive, got {value!r}")
+    return size
+
+
+def check_samples(X: da.Array, owner: str) -> None:
+    if X.shape[0] < 2:
+        raise ValueError(
+            f"{owner} needs at least 2 samples, got {X.shape[0]} (X has shape {X.shape})."
+        )
+
+
+def check_features(X: da.Array, n_features: int, owner: str) -> None:
+    if X.shape[1] != n_features:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {owner} was fitted with {n_features} features."
+        )
+
+
+def like_input(result: da.Array, original: Any) -> np.ndarray | da.Array:
+    """Lazy output for lazy input (dask, Zarr); computed numpy output otherwise."""
+    if is_lazy(original):
+        return result
+    (value,) = compute(result)
+    return value
+
+
+SIZE = [Interval("int", 1, None), InstanceOf(str, "a size string such as '128MiB'")]
+N_COMPONENTS = [Interval("int", 1, None), Interval("real", 0, 1, closed="neither"), None]
+
+#: Constraints of the sketch parameters, shared by KernelPCA and PCA.
+SKETCH_CONSTRAINTS: dict = {
+    "sketch": [Options({"gaussian", "hashing"})],
+    "sketch_dim": [Interval("int", 1, None), None],
+    "n_hashes": [Interval("int", 1, None)],
+    "refine": [InstanceOf(bool, "a bool")],
+    "random_state": [Interval("int", 0, None), InstanceOf(
+        (np.random.Generator, np.random.RandomState), "a numpy Generator or RandomState"
+    ), None],
+}
+
+#: Constraints of the Nyström parameters.
+NYSTROM_CONSTRAINTS: dict = {
+    "n_landmarks": [Interval("int", 1, None), None],
+    "sampling": [Options(set(SAMPLINGS))],
+    "nystrom_method": [Options({"feature_map", "extension"})],
+}

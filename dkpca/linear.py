@@ -1,0 +1,260 @@
+"""Linear PCA on dask: :class:`PCA`, for tall (covariance), wide (gram) or huge (sketch) data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+
+from ._estimator import (
+    N_COMPONENTS,
+    SIZE,
+    SKETCH_CONSTRAINTS,
+    check_features,
+    check_samples,
+    like_input,
+    parse_size,
+)
+from ._typing import ArrayLike, RandomStateLike
+from ._validation import (
+    Interval,
+    Options,
+    check_is_fitted,
+    check_n_components,
+    check_random_state,
+    validate_params,
+)
+from .blocked import center_kernel_inplace, compute, tree_sum
+from .io import as_dask
+from .linalg import flip_signs, top_eigh
+from .solvers import ComponentRule, Sketch, fit_pca_sketch
+
+__all__ = ["PCA"]
+
+
+class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Linear principal component analysis on dask, for tall or wide data.
+
+    Parameters
+    ----------
+    n_components : int, float or None, default=None
+        An int keeps that many components, a float in (0, 1) the fewest explaining that
+        fraction of the variance, ``None`` all ``min(n_samples, n_features)``.
+    solver : {"auto", "covariance", "gram", "sketch"}, default="auto"
+        ``"covariance"`` (the tutorial's Alg. 1): one pass accumulates the ``d × d`` covariance
+        over row chunks. ``"gram"`` (Alg. 2, for ``n <= d``): one pass accumulates the
+        ``n × n`` dot matrix over feature chunks, a second converts its eigenvectors
+        (``w = X_cᵀ v / sqrt(λ)``, eq. 21). ``"auto"`` takes ``"covariance"`` when
+        ``n > d``, else ``"gram"``. ``"sketch"`` (Alg. 4, for large ``n`` and ``d``) sketches
+        every sample to ``sketch_dim`` dimensions, decomposes their ``q × q`` scatter and
+        converts the eigenvectors back to the input space (eq. 21): two passes, memory
+        ``O(q² + d k)``.
+    min_relative_eigenvalue : float, optional
+        Drop components whose variance is below this fraction of the first.
+    block_size : int or str, default="128MiB"
+        Memory for one feature chunk of the gram solver.
+    sketch : {"gaussian", "hashing"}, default="gaussian"
+        Sketch solver: Gaussian random projection or signed feature hashing.
+    sketch_dim : int, optional
+        Sketch solver: the sketch's dimension ``q``; by default ``max(200, 10 k)``, at most
+        ``n_features``.
+    n_hashes : int, default=1
+        Hashing sketch: hash functions concatenated.
+    refine : bool, default=False
+        Sketch solver: a third pass makes the eigenvalues exact on the found subspace
+        (Rayleigh–Ritz).
+    random_state : int, numpy Generator, RandomState or None, default=None
+        Seed of the sketch.
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components_, n_features)
+    explained_variance_ : ndarray (n_components_,)
+        Variance along each component, with ``n_samples - 1`` in the denominator as in
+        scikit-learn.
+    explained_variance_ratio_ : ndarray (n_components_,)
+    singular_values_ : ndarray (n_components_,)
+    mean_ : ndarray (n_features,)
+    n_components_, n_samples_, n_features_in_ : int
+    solver_ : str
+
+    See Also
+    --------
+    KernelPCA, sklearn.decomposition.PCA
+
+    Notes
+    -----
+    Covariance: time ``O(n d²)``, memory ``d²``. Gram: time ``O(n² d)``, memory ``n²``.
+    Covariance accumulates around the first sample (a shift that keeps the one-pass formula
+    accurate when the mean is large compared with the spread).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkpca import PCA
+    >>> X = np.random.default_rng(0).normal(size=(50, 4))
+    >>> PCA(n_components=2).fit(X).components_.shape
+    (2, 4)
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": N_COMPONENTS,
+        "solver": [Options({"auto", "covariance", "gram", "sketch"})],
+        "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
+        "block_size": SIZE,
+        **SKETCH_CONSTRAINTS,
+    }
+
+    def __init__(
+        self,
+        n_components: float | None = None,
+        *,
+        solver: str = "auto",
+        min_relative_eigenvalue: float | None = None,
+        block_size: int | str = "128MiB",
+        sketch: str = "gaussian",
+        sketch_dim: int | None = None,
+        n_hashes: int = 1,
+        refine: bool = False,
+        random_state: RandomStateLike = None,
+    ):
+        self.n_components = n_components
+        self.solver = solver
+        self.min_relative_eigenvalue = min_relative_eigenvalue
+        self.block_size = block_size
+        self.sketch = sketch
+        self.sketch_dim = sketch_dim
+        self.n_hashes = n_hashes
+        self.refine = refine
+        self.random_state = random_state
+
+    def fit(self, X: ArrayLike, y: Any = None) -> PCA:
+        """Fit the model on ``X`` (``n_samples × n_features``).
+
+        Returns
+        -------
+        self : PCA
+        """
+        validate_params(self.get_params(), self._parameter_constraints, "PCA")
+        Xd = as_dask(X)
+        check_samples(Xd, "PCA")
+        n, d = Xd.shape
+        check_n_components(self.n_components, min(n, d), "PCA")
+        rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue)
+        solver = self.solver if self.solver != "auto" else ("covariance" if n > d else "gram")
+        if solver == "sketch":
+            wanted = rule.count if rule.count is not None else 20
+            q = self.sketch_dim if self.sketch_dim is not None else min(d, max(200, 10 * wanted))
+            if rule.count is not None and rule.count > q:
+                raise ValueError(f"PCA: n_components={rule.count} exceeds sketch_dim={q}.")
+            sketch = Sketch(self.sketch, q, check_random_state(self.random_state), self.n_hashes)
+            mean, eigenvalues, vectors, total = fit_pca_sketch(
+                Xd, rule, sketch=sketch, refine=self.refine
+            )
+        elif solver == "covariance":
+            mean, eigenvalues, vectors, total = self._fit_covariance(Xd, rule)
+        else:
+            mean, eigenvalues, vectors, total = self._fit_gram(Xd, rule)
+        variances = eigenvalues / (n - 1)
+        m = rule.select(variances, total)
+        self.mean_ = mean
+        self.components_ = vectors[:, :m].T.copy()
+        self.explained_variance_ = variances[:m]
+        self.explained_variance_ratio_ = variances[:m] / total
+        self.singular_values_ = np.sqrt(np.maximum(eigenvalues[:m], 0.0))
+        self.n_components_ = m
+        self.n_samples_ = n
+        self.n_features_in_ = d
+        self.solver_ = solver
+        self._n_features_out = m
+        return self
+
+    def _fit_covariance(
+        self, X: da.Array, rule: ComponentRule
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        n = X.shape[0]
+        (shift,) = compute(X[0].astype(np.float64))  # the first sample, as a numpy array
+        parts = [dask.delayed(_shifted_moments)(b, shift) for b in X.to_delayed().ravel()]
+        (moments,) = compute(tree_sum(parts))
+        _check_finite_statistics(moments)
+        mean_shift, cross = moments[0] / n, moments[1:]
+        cov = cross - n * np.outer(mean_shift, mean_shift)  # n × covariance, around the mean
+        total = float(np.trace(cov)) / (n - 1)
+        k = None if rule.needs_full_spectrum else rule.count
+        eigenvalues, vectors = top_eigh(cov, k, overwrite=True)
+        return shift + mean_shift, eigenvalues, vectors, total
+
+    def _fit_gram(
+        self, X: da.Array, rule: ComponentRule
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        n, d = X.shape
+        width = max(1, parse_size(self.block_size, "block_size", "PCA") // (n * X.dtype.itemsize))
+        columns = X.rechunk((-1, min(d, width)))
+        parts = [dask.delayed(_dot_matrix)(b) for b in columns.to_delayed().ravel()]
+        G, mean = compute(tree_sum(parts), columns.mean(axis=0, dtype=np.float64))
+        _check_finite_statistics(G, mean)
+        row_means = G.mean(axis=0)
+        center_kernel_inplace(G, row_means, float(row_means.mean()))
+        total = float(np.trace(G)) / (n - 1)
+        k = None if rule.needs_full_spectrum else rule.count
+        eigenvalues, dual = top_eigh(G, k, overwrite=True)
+        eigenvalues = np.maximum(eigenvalues, 0.0)
+        keep = eigenvalues > eigenvalues[0] * 1e-12
+        eigenvalues, dual = eigenvalues[keep], dual[:, keep]
+        # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v = Xᵀ v.
+        dual = (dual - dual.mean(axis=0)) / np.sqrt(eigenvalues)
+        (vectors,) = compute(columns.T.astype(np.float64) @ da.from_array(dual))
+        return mean, eigenvalues, flip_signs(vectors), total
+
+    def transform(self, X: ArrayLike) -> np.ndarray | da.Array:
+        """Project ``X`` on the components: ``(X - mean_) @ components_.T``.
+
+        Lazy for dask input, numpy otherwise.
+        """
+        check_is_fitted(self, "components_")
+        Xd = as_dask(X)
+        check_features(Xd, self.n_features_in_, "PCA")
+        components = self.components_.astype(Xd.dtype, copy=False)
+        return like_input((Xd - self.mean_.astype(Xd.dtype)) @ components.T, X)
+
+    def inverse_transform(self, Z: ArrayLike) -> np.ndarray | da.Array:
+        """Map scores back to the input space: ``Z @ components_ + mean_`` (eq. 17).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(0).normal(size=(20, 3))
+        >>> pca = PCA().fit(X)
+        >>> bool(np.allclose(pca.inverse_transform(pca.transform(X)), X))
+        True
+        """
+        check_is_fitted(self, "components_")
+        Zd = as_dask(Z, name="Z")
+        if Zd.shape[1] != self.n_components_:
+            raise ValueError(
+                f"Z has {Zd.shape[1]} columns, but PCA has {self.n_components_} components."
+            )
+        return like_input(Zd @ self.components_.astype(Zd.dtype) + self.mean_, Z)
+
+
+def _check_finite_statistics(*statistics: np.ndarray) -> None:
+    """Non-finite input reaches the accumulated statistics; report it before any solve."""
+    if not all(np.isfinite(s).all() for s in statistics):
+        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
+
+
+def _shifted_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Column sums (first row) stacked on the cross-product matrix of ``block - shift``."""
+    Y = block.astype(np.float64) - shift
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
+        return np.vstack([Y.sum(axis=0), Y.T @ Y.copy()])  # distinct buffers: no syrk
+
+
+def _dot_matrix(block: np.ndarray) -> np.ndarray:
+    """``B Bᵀ`` of one feature chunk, in float64."""
+    B = block.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
+        return B @ B.T.copy()
