@@ -112,3 +112,20 @@ def test_nystrom_settings_are_checked(digits):
         KernelPCA(5, solver="nystrom", n_landmarks=2000).fit(digits)
     with pytest.raises(ValueError, match="invalid sampling='random'"):
         KernelPCA(5, solver="nystrom", sampling="random").fit(digits)
+
+
+def test_indefinite_sigmoid_kernel_gets_no_spurious_component():
+    """Tiny positive eigenvalues of an indefinite K_LL are noise: dropping them keeps order."""
+    from sklearn.datasets import load_digits
+
+    from dkpca.kernels import Sigmoid
+
+    X = load_digits().data
+    X = X - X.mean(axis=0)
+    X /= np.sqrt((X**2).sum(axis=1).mean() / 64)
+    kernel = Sigmoid(gamma=1.03 / 64, coef0=0.0)
+    exact = KernelPCA(6, kernel=kernel, solver="exact").fit(X)
+    model = KernelPCA(6, kernel=kernel, solver="nystrom", n_landmarks=400,
+                      sampling="column_norm", random_state=0).fit(X)
+    assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 0.99)
+    np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_, rtol=0.05)

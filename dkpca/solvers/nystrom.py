@@ -40,7 +40,8 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     """``K^{-1/2}`` of a symmetric PSD matrix on its numerical range, as ``(m, r)``.
 
     Directions with eigenvalues below ``rcond`` times the largest are dropped, so duplicate
-    landmarks or a low-rank kernel give a thinner, well-conditioned feature map.
+    landmarks or a low-rank kernel give a thinner, well-conditioned feature map; so are, for
+    an indefinite kernel, those below the magnitude of the most negative eigenvalue.
 
     Examples
     --------
@@ -50,7 +51,10 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     ((3, 2), True)
     """
     w, V = np.linalg.eigh(K)
-    keep = w > max(w.max(), 0.0) * rcond
+    # An indefinite kernel (sigmoid) has negative eigenvalues; positive ones no larger than
+    # the most negative are as much noise, and 1/sqrt(w) would blow them up into spurious
+    # components.
+    keep = w > max(w.max() * rcond, -w.min(), 0.0)
     return V[:, keep] / np.sqrt(w[keep])
 
 
