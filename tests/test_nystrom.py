@@ -129,3 +129,13 @@ def test_indefinite_sigmoid_kernel_gets_no_spurious_component():
                       sampling="column_norm", random_state=0).fit(X)
     assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 0.99)
     np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_, rtol=0.05)
+
+
+def test_float32_data_keeps_float64_accuracy_in_the_moments(digits):
+    """float32 products around a shift: no cancellation in the centred scatter."""
+    params = {"n_components": 5, "gamma": 1 / 64, "solver": "nystrom", "n_landmarks": 300,
+              "random_state": 2}
+    single = KernelPCA(**params).fit(digits.astype(np.float32))
+    double = KernelPCA(**params).fit(digits)
+    np.testing.assert_allclose(single.eigenvalues_, double.eigenvalues_, rtol=1e-4)
+    assert np.all(similarity(single.eigenvectors_, double.eigenvectors_) > 0.9999)

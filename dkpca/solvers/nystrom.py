@@ -58,18 +58,21 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     return V[:, keep] / np.sqrt(w[keep])
 
 
-def _kernel_moments(block: np.ndarray, landmarks: np.ndarray, kernel: Kernel,
-                    strip: int) -> np.ndarray:
-    """``[Σ k; Σ k kᵀ]`` of one row chunk, ``k = k(x, L)``, evaluated in row strips (float64).
+def _kernel_moments(block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, strip: int,
+                    shift: np.ndarray) -> np.ndarray:
+    """``[Σ (k - s); Σ (k - s)(k - s)ᵀ]`` of one row chunk, ``k = k(x, L)``, in row strips.
 
-    The features ``φ = k R`` need not be formed: their moments are ``Rᵀ Σ k`` and
-    ``Rᵀ (Σ k kᵀ) R``, which saves an ``n m²`` product.
+    The features ``φ = k R`` need not be formed: their moments follow from these, which saves
+    an ``n m²`` product. Subtracting ``s`` (close to the mean of ``k``) first keeps the
+    centred scatter free of cancellation, so the products may run in the data's precision
+    (float32 GEMMs are twice as fast); the sums are accumulated in float64.
     """
     m = landmarks.shape[0]
     out = np.zeros((m + 1, m))
     for start in range(0, block.shape[0], strip):
-        K = kernel.pairwise(block[start : start + strip], landmarks).astype(np.float64)
-        out[0] += K.sum(axis=0)
+        K = kernel.pairwise(block[start : start + strip], landmarks)
+        K -= shift.astype(K.dtype, copy=False)
+        out[0] += K.sum(axis=0, dtype=np.float64)
         out[1:] += K.T @ K.copy()  # distinct buffers: gemm, not OpenBLAS's fragile syrk
     return out
 
@@ -127,13 +130,15 @@ def fit_nystrom(
         return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
     R = inverse_sqrt(K_LL)
     strip = max(1, worker_block_bytes(block_bytes) // max(1, m * 8))
-    parts = [dask.delayed(_kernel_moments)(b, landmarks, kernel, strip)
+    shift = K_LL.mean(axis=0)  # the landmarks' mean kernel row: near the data's mean k(x, L)
+    parts = [dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
              for b in X.rechunk({1: -1}).to_delayed().ravel()]
     (moments,) = compute(tree_sum(parts))
     if not np.isfinite(moments).all():
         raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
-    mean = R.T @ moments[0] / n  # the mean feature
-    scatter = R.T @ moments[1:] @ R - n * np.outer(mean, mean)
+    offset = moments[0] / n  # mean of k(x, L) - shift
+    scatter = R.T @ (moments[1:] - n * np.outer(offset, offset)) @ R
+    mean = R.T @ (shift + offset)  # the mean feature
     scatter = (scatter + scatter.T) / 2
     k = None if rule.needs_full_spectrum else min(rule.count, R.shape[1])
     eigenvalues, U = top_eigh(scatter, k, overwrite=True)
