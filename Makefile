@@ -26,6 +26,7 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_kernel.py
 	$(PY) benchmarks/bench_kpca.py
+	$(PY) benchmarks/bench_nystrom.py
 
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff
