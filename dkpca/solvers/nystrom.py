@@ -129,7 +129,9 @@ def fit_nystrom(
     if method == "extension":
         return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
     R = inverse_sqrt(K_LL)
-    strip = max(1, worker_block_bytes(block_bytes) // max(1, m * 8))
+    # A strip of k(x, L) and its copy take at most half a tile: m x m moments need no more,
+    # and GEMMs on a few thousand rows already run at full speed.
+    strip = max(1, worker_block_bytes(block_bytes) // (4 * m * X.dtype.itemsize))
     shift = K_LL.mean(axis=0)  # the landmarks' mean kernel row: near the data's mean k(x, L)
     parts = [dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
              for b in X.rechunk({1: -1}).to_delayed().ravel()]
