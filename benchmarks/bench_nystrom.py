@@ -18,10 +18,16 @@ recorded as such. The eigenvalue column compares the two libraries' leading eige
 (``PCA.explained_variance_ · (n - 1)`` against ``eigenvalues_``; different landmarks, so
 agreement to about 1 % is expected, not exactness).
 
+With ``--cluster WORKERS MEMORY`` dkpca instead runs fit *and* transform (scores written to
+Zarr) from the Zarr array on a ``LocalCluster`` of ``WORKERS`` single-threaded worker processes
+limited to ``MEMORY`` each; it records the wall time, the largest worker's peak resident set
+size, the client's peak increase, and whether any worker was restarted.
+
 Usage::
 
     python benchmarks/bench_nystrom.py                       # n = 1e5, 1e6; m = 1000, 2000
     python benchmarks/bench_nystrom.py --n 10000000 --m 1000 --zarr --skip-sklearn
+    python benchmarks/bench_nystrom.py --n 16000000 --m 1000 --cluster 2 512MiB
 """
 
 from __future__ import annotations
@@ -92,7 +98,42 @@ def _fit(library: str, n: int, m: int, use_zarr: bool) -> dict[str, Any]:
             "other_load": monitor.other_load}
 
 
+def _worker_peak() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _fit_on_cluster(n: int, m: int, workers: int, memory: str) -> dict[str, Any]:
+    import dask.array as da
+
+    import dkpca
+    from dkpca.blocked import compute
+    from dkpca.cluster import connect
+    from dkpca.io import atomic_group, store_array
+
+    path = zarr_data(n)
+    out = RESULTS / f"nystrom-{n}-scores.zarr"
+    with connect(n_workers=workers, threads_per_worker=1, memory_limit=memory) as client:
+        pids = client.run(lambda: __import__("os").getpid())
+        X = da.from_zarr(path)
+        with Monitor() as monitor:
+            model = dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom",
+                                    n_landmarks=m, random_state=0).fit(X)
+            with atomic_group(out, overwrite=True) as group:
+                compute(store_array(group, "scores", model.transform(X)))
+        restarted = client.run(lambda: __import__("os").getpid()) != pids
+        worker_peak = max(client.run(_worker_peak).values())
+    return {"time": monitor.elapsed, "peak": monitor.peak_increase, "top": 0.0,
+            "worker_peak": worker_peak, "restarted": restarted,
+            "other_load": monitor.other_load}
+
+
 def _child(library: str, n: int, m: int, use_zarr: bool, results: mp.Queue) -> None:
+    if library.startswith("cluster:"):
+        _, workers, memory = library.split(":")
+        results.put(_fit_on_cluster(n, m, int(workers), memory))
+        return
     results.put(_fit(library, n, m, use_zarr))
 
 
@@ -122,9 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zarr", action="store_true", help="dkpca reads X from Zarr")
     parser.add_argument("--skip-sklearn", action="store_true")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--cluster", nargs=2, metavar=("WORKERS", "MEMORY"),
+                        help="dkpca fit + transform on a LocalCluster from Zarr")
     args = parser.parse_args(argv)
     print_environment(environment(), [sys.executable, *sys.argv])
     print(f"dkpca: {dkpca_source()}\n")
+    if args.cluster:
+        return _cluster_table(args)
     rows = []
     for n in args.n:
         for m in args.m:
@@ -150,6 +195,27 @@ def main(argv: list[str] | None = None) -> int:
          "dkpca peak MiB", "memory ratio (dkpca/sklearn)", "λ1 rel. diff", "other load"],
         rows,
     ))
+    return 0
+
+
+def _cluster_table(args: argparse.Namespace) -> int:
+    workers, memory = args.cluster
+    rows = []
+    for n in args.n:
+        for m in args.m:
+            record = measure(f"cluster:{workers}:{memory}", n, m, True, args.timeout)
+            ok = record["status"] == "ok"
+            rows.append([
+                f"{n:,}", m, f"{n * D * 4 / 2**30:.1f}", f"{workers} x {memory}",
+                f"{record['time']:.1f}" if ok else record["status"],
+                f"{record['worker_peak'] / 2**20:,.0f}" if ok else "",
+                f"{record['peak'] / 2**20:,.0f}" if ok else "",
+                str(record["restarted"]) if ok else "",
+            ])
+            print(rows[-1], flush=True)
+    print()
+    print(markdown_table(["n", "m", "data GiB", "workers", "fit + transform s",
+                          "worker peak MiB", "client peak MiB", "worker restarted"], rows))
     return 0
 
 
