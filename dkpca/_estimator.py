@@ -8,10 +8,10 @@ import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
 
-from ._validation import InstanceOf, Interval, Options
+from ._validation import InstanceOf, Interval, Options, check_random_state
 from .blocked import compute
 from .io import is_lazy
-from .solvers import SAMPLINGS
+from .solvers import SAMPLINGS, ComponentRule, Sketch
 
 __all__ = [
     "NYSTROM_CONSTRAINTS",
@@ -21,6 +21,7 @@ __all__ = [
     "check_features",
     "check_samples",
     "like_input",
+    "make_sketch",
     "parse_size",
 ]
 
@@ -77,3 +78,27 @@ NYSTROM_CONSTRAINTS: dict = {
     "sampling": [Options(set(SAMPLINGS))],
     "nystrom_method": [Options({"feature_map", "extension"})],
 }
+
+
+def make_sketch(estimator: Any, n_max: int, rule: ComponentRule, owner: str) -> Sketch:
+    """Build the estimator's :class:`Sketch`: ``sketch_dim``, or ``max(200, 10 k)`` up to ``n_max``.
+
+    ``k`` is the requested number of components (20 for a variance fraction).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> est = SimpleNamespace(sketch="gaussian", sketch_dim=None, n_hashes=1, random_state=0)
+    >>> make_sketch(est, 10_000, ComponentRule.from_params(5, None), "PCA").sketch_dim
+    200
+    """
+    wanted = rule.count if rule.count is not None else 20
+    q = estimator.sketch_dim
+    q = q if q is not None else min(n_max, max(200, 10 * wanted))
+    if rule.count is not None and rule.count > q:
+        raise ValueError(
+            f"{owner}: n_components={rule.count} exceeds sketch_dim={q}; the sketch yields "
+            f"at most sketch_dim components."
+        )
+    return Sketch(estimator.sketch, q, check_random_state(estimator.random_state),
+                  estimator.n_hashes)

@@ -21,6 +21,7 @@ from ._estimator import (
     check_features,
     check_samples,
     like_input,
+    make_sketch,
     parse_size,
 )
 from ._typing import ArrayLike, RandomStateLike
@@ -40,7 +41,6 @@ from .linear import PCA
 from .solvers import (
     ComponentRule,
     KernelBasis,
-    Sketch,
     fit_exact,
     fit_nystrom,
     fit_randomized,
@@ -259,16 +259,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
                            method=self.nystrom_method)
 
-    def _sketch(self, n: int, rule: ComponentRule) -> Sketch:
-        wanted = rule.count if rule.count is not None else 20
-        q = self.sketch_dim if self.sketch_dim is not None else min(n, max(200, 10 * wanted))
-        if rule.count is not None and rule.count > q:
-            raise ValueError(
-                f"KernelPCA: n_components={rule.count} exceeds sketch_dim={q}; the sketch "
-                f"yields at most sketch_dim components."
-            )
-        return Sketch(self.sketch, q, check_random_state(self.random_state), self.n_hashes)
-
     def _resolve_kernel(self, n_features: int) -> Kernel:
         if self.gamma is not None and self.sigma2 is not None:
             raise ValueError("KernelPCA: give gamma or sigma2, not both.")
@@ -343,7 +333,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self.n_iter_ = 1
         elif solver == "sketch":
             basis, vectors = fit_sketch(
-                kernel, Xd, rule, sketch=self._sketch(n, rule), block_bytes=block_bytes,
+                kernel, Xd, rule, sketch=make_sketch(self, n, rule, "KernelPCA"), block_bytes=block_bytes,
                 refine=self.refine, basis_data=basis_data,
             )
             self.n_iter_ = 2 if self.refine else 1

@@ -16,6 +16,7 @@ from ._estimator import (
     check_features,
     check_samples,
     like_input,
+    make_sketch,
     parse_size,
 )
 from ._typing import ArrayLike, RandomStateLike
@@ -24,13 +25,12 @@ from ._validation import (
     Options,
     check_is_fitted,
     check_n_components,
-    check_random_state,
     validate_params,
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_dask
 from .linalg import flip_signs, top_eigh
-from .solvers import ComponentRule, Sketch, fit_pca_sketch
+from .solvers import ComponentRule, fit_pca_sketch
 
 __all__ = ["PCA"]
 
@@ -146,11 +146,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue)
         solver = self.solver if self.solver != "auto" else ("covariance" if n > d else "gram")
         if solver == "sketch":
-            wanted = rule.count if rule.count is not None else 20
-            q = self.sketch_dim if self.sketch_dim is not None else min(d, max(200, 10 * wanted))
-            if rule.count is not None and rule.count > q:
-                raise ValueError(f"PCA: n_components={rule.count} exceeds sketch_dim={q}.")
-            sketch = Sketch(self.sketch, q, check_random_state(self.random_state), self.n_hashes)
+            sketch = make_sketch(self, d, rule, "PCA")
             mean, eigenvalues, vectors, total = fit_pca_sketch(
                 Xd, rule, sketch=sketch, refine=self.refine
             )

@@ -68,3 +68,10 @@ def match_signs(A: np.ndarray, reference: np.ndarray) -> np.ndarray:
     signs = np.sign(np.sum(A * reference, axis=0))
     signs[signs == 0] = 1
     return A * signs
+
+
+def similarity(V: np.ndarray, V_ref: np.ndarray) -> np.ndarray:
+    """Tutorial eq. (66), per column: ``|vᵀv'| / (|v| |v'|)``."""
+    return np.abs(np.sum(V * V_ref, axis=0)) / (
+        np.linalg.norm(V, axis=0) * np.linalg.norm(V_ref, axis=0)
+    )

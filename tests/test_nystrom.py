@@ -3,7 +3,7 @@
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import match_signs
+from conftest import match_signs, similarity
 from sklearn.decomposition import PCA as SklearnPCA
 
 from dkpca import KernelPCA
@@ -11,13 +11,6 @@ from dkpca.kernels import RBF, Polynomial
 from dkpca.solvers import SAMPLINGS
 from dkpca.solvers._landmarks import sampling_probabilities
 from dkpca.solvers.nystrom import inverse_sqrt
-
-
-def similarity(V, V_ref):
-    """Tutorial eq. (66), per component."""
-    return np.abs(np.sum(V * V_ref, axis=0)) / (
-        np.linalg.norm(V, axis=0) * np.linalg.norm(V_ref, axis=0)
-    )
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,9 @@
 import dask.array as da
 import numpy as np
 import pytest
+from conftest import similarity
 
 from dkpca import KernelPCA
-
-
-def similarity(V, V_ref):
-    """Tutorial eq. (66), per component: |vᵀv'| / (|v| |v'|)."""
-    return np.abs(np.sum(V * V_ref, axis=0)) / (
-        np.linalg.norm(V, axis=0) * np.linalg.norm(V_ref, axis=0)
-    )
 
 
 @pytest.fixture(scope="module")
