@@ -6,16 +6,17 @@ import argparse
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 __all__ = ["run_demo"]
 
 logger = logging.getLogger("dkpca")
 
 
-def run_demo(args: argparse.Namespace, client_options: dict) -> str:
-    """Fit kernel PCA on three noisy rings, print the eigenvalues, write a scatter plot.
+def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
+    """Fit kernel PCA on three noisy rings and write a scatter plot of two components.
 
-    Returns the one-line summary. ``args`` carries ``out``, ``n_samples``, ``n_components`` and
+    Returns the fitted model (the command prints its eigenvalues) and the one-line summary. ``args`` carries ``out``, ``n_samples``, ``n_components`` and
     ``random_state``; ``client_options`` go to :func:`dkpca.cluster.connect`.
 
     Examples
@@ -23,7 +24,7 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> str:
     >>> import argparse
     >>> args = argparse.Namespace(out=Path("demo-output"), n_samples=300, n_components=2,
     ...                           random_state=0)
-    >>> run_demo(args, {"processes": False})  # doctest: +SKIP
+    >>> run_demo(args, {"processes": False})[1]  # doctest: +SKIP
     'kernel PCA on 300 x 2: 2 components (exact) in 1.2 s; figure: demo-output/kpca-rings.png'
     """
     import dask.array as da
@@ -52,11 +53,6 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> str:
         scores = kp.fit(Xd).transform(Xd).compute()
     elapsed = time.perf_counter() - started
     logger.info("solver %s, %d passes, %.1f s", kp.solver_, kp.n_iter_, elapsed)
-    print("eigenvalues of the centred kernel matrix:")
-    for i, (value, ratio) in enumerate(zip(kp.eigenvalues_, kp.explained_variance_ratio_,
-                                           strict=True), start=1):
-        print(f"  {i:2d}  {value:12.4f}  ({ratio:6.2%} of the variance)")
-
     out.mkdir(parents=True, exist_ok=True)
     figure_path = out / "kpca-rings.png"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
@@ -72,5 +68,6 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> str:
     fig.savefig(partial, dpi=110)
     partial.replace(figure_path)  # never leave a half-written figure behind
     plt.close(fig)
-    return (f"kernel PCA on {len(X)} x {X.shape[1]}: {kp.n_components_} components "
-            f"({kp.solver_}) in {elapsed:.1f} s; figure: {figure_path}")
+    summary = (f"kernel PCA on {len(X)} x {X.shape[1]}: {kp.n_components_} components "
+               f"({kp.solver_}) in {elapsed:.1f} s; figure: {figure_path}")
+    return kp, summary

@@ -336,7 +336,10 @@ def _run(args: argparse.Namespace) -> str:
     if args.command == "demo":
         from dkpca._demo import run_demo
 
-        return run_demo(args, _client_options(args))
+        model, summary = run_demo(args, _client_options(args))
+        print("eigenvalues of the centred kernel matrix:")
+        _print_eigenvalues(model)
+        return summary
     with progress_bar(sys.stderr) if not args.quiet else contextlib.nullcontext():
         return _fit(args) if args.command == "fit" else _transform(args)
 

@@ -259,6 +259,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
                            method=self.nystrom_method)
 
+    @property
+    def landmarks_(self) -> np.ndarray | da.Array:
+        """The Nyström solver's landmarks (the fitted basis points)."""
+        check_is_fitted(self, "basis_")
+        if self.solver_ != "nystrom":
+            raise AttributeError(f"landmarks_ exists for solver='nystrom', not {self.solver_!r}")
+        return self.basis_.basis
+
     def _resolve_kernel(self, n_features: int) -> Kernel:
         if self.gamma is not None and self.sigma2 is not None:
             raise ValueError("KernelPCA: give gamma or sigma2, not both.")
@@ -342,7 +350,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             vectors = basis.transform(Xd) / np.sqrt(basis.eigenvalues)  # lazy: n x k
             if not is_lazy(X):
                 (vectors,) = compute(vectors)
-            self.landmarks_ = basis.basis
             self.n_iter_ = 1
         else:
             basis, vectors, result = fit_randomized(

@@ -39,6 +39,9 @@ def test_top_components_match_exact_at_m_400(sampling, digits, exact):
     # Nyström underestimates: K̃ <= K in the PSD order, so each λ̃ <= λ.
     assert np.all(model.eigenvalues_ <= exact.eigenvalues_[:5] * (1 + 1e-10))
     assert model.landmarks_.shape == (400, 64)
+    assert model.landmarks_ is model.basis_.basis  # derived, not stored (or saved) twice
+    with pytest.raises(AttributeError, match="solver='nystrom', not 'exact'"):
+        _ = exact.landmarks_
 
 
 def test_feature_map_pca_matches_a_numpy_reference(moons):

@@ -144,7 +144,10 @@ def save(
 
     Notes
     -----
-    The model appears at ``path`` only when it is complete: it is written beside it and renamed
+    Lazy fitted attributes, such as the Nyström solver's ``eigenvectors_`` after fitting on a
+    dask array, are views of the training data and are not saved (the loaded model lacks
+    them; ``transform`` of the training data gives the scores). The model appears at ``path``
+    only when it is complete: it is written beside it and renamed
     into place, and a failure leaves ``path`` as it was. Large arrays (the training data that an
     exact or randomized kernel PCA keeps as its basis) are streamed chunk by chunk.
 
@@ -167,6 +170,14 @@ def save(
         raise TypeError(f"save: {name} is not a dkpca estimator (known: {sorted(_estimators())})")
     params = model.get_params(deep=False)
     state = {k: v for k, v in vars(model).items() if k not in params}
+    # A lazy fitted attribute (Nyström's eigenvectors of lazy training data, n x k) is a view
+    # of the training data, not needed to transform: saving it would be a second pass over
+    # the data and an n-sized file. The basis's own lazy arrays (a training set kept as the
+    # kernel basis) are part of the model and are saved.
+    lazy = sorted(k for k, v in state.items() if isinstance(v, da.Array))
+    if lazy:
+        logger.info("save: not saving the lazy attributes %s (views of the training data)", lazy)
+        state = {k: v for k, v in state.items() if k not in lazy}
     check_is_fitted(model, "n_features_in_")
     writer = _Writer()
     with atomic_group(path, overwrite=overwrite, storage_options=storage_options) as group:

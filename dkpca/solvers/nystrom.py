@@ -60,7 +60,10 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
 
 def _kernel_moments(block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, strip: int,
                     shift: np.ndarray) -> np.ndarray:
-    """``[Σ (k - s); Σ (k - s)(k - s)ᵀ]`` of one row chunk, ``k = k(x, L)``, in row strips.
+    """``[Σ (k - s); Σ (k - s)(k - s)ᵀ; Σ k(x, x)]`` of one row chunk, ``k = k(x, L)``.
+
+    Evaluated in row strips. The last row carries the sum of the kernel's diagonal (in its
+    first entry), so the total variance needs no pass of its own over the data.
 
     The features ``φ = k R`` need not be formed: their moments follow from these, which saves
     an ``n m²`` product. Subtracting ``s`` (close to the mean of ``k``) first keeps the
@@ -68,12 +71,14 @@ def _kernel_moments(block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, st
     (float32 GEMMs are twice as fast); the sums are accumulated in float64.
     """
     m = landmarks.shape[0]
-    out = np.zeros((m + 1, m))
+    out = np.zeros((m + 2, m))
     for start in range(0, block.shape[0], strip):
-        K = kernel.pairwise(block[start : start + strip], landmarks)
+        rows = block[start : start + strip]
+        K = kernel.pairwise(rows, landmarks)
         K -= shift.astype(K.dtype, copy=False)
         out[0] += K.sum(axis=0, dtype=np.float64)
-        out[1:] += K.T @ K.copy()  # distinct buffers: gemm, not OpenBLAS's fragile syrk
+        out[1 : m + 1] += K.T @ K.copy()  # distinct buffers: gemm, not OpenBLAS's fragile syrk
+        out[m + 1, 0] += kernel.diag(rows).sum(dtype=np.float64)
     return out
 
 
@@ -107,7 +112,7 @@ def fit_nystrom(
 
     Notes
     -----
-    ``feature_map``: one pass, ``O(n m d + n m²)`` time (one ``n m²`` product: the moments
+    ``feature_map``: one pass (the kernel diagonal comes with it), ``O(n m d + n m²)`` time (one ``n m²`` product: the moments
     of ``k(x, L)`` are accumulated and mapped to the features' at the end); memory per task one strip of
     ``K(X, L)``; gathered ``O(m²)``. ``extension``: ``O(m² d + m³)``, no pass over ``X`` beyond
     the kernel diagonal (for the total variance).
@@ -125,8 +130,8 @@ def fit_nystrom(
     n, m = X.shape[0], landmarks.shape[0]
     landmarks = np.asarray(landmarks, dtype=X.dtype)
     K_LL = kernel.pairwise(landmarks).astype(np.float64)
-    (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
     if method == "extension":
+        (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
         return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
     R = inverse_sqrt(K_LL)
     # A strip of k(x, L) and its copy take at most half a tile: m x m moments need no more,
@@ -138,8 +143,9 @@ def fit_nystrom(
     (moments,) = compute(tree_sum(parts))
     if not np.isfinite(moments).all():
         raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
+    diagonal_sum = moments[m + 1, 0]
     offset = moments[0] / n  # mean of k(x, L) - shift
-    scatter = R.T @ (moments[1:] - n * np.outer(offset, offset)) @ R
+    scatter = R.T @ (moments[1 : m + 1] - n * np.outer(offset, offset)) @ R
     mean = R.T @ (shift + offset)  # the mean feature
     scatter = (scatter + scatter.T) / 2
     k = None if rule.needs_full_spectrum else min(rule.count, R.shape[1])
