@@ -111,6 +111,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         components (20 when ``n_components`` is a fraction), at most ``n_samples``.
     n_hashes : int, default=1
         Hashing sketch: hash functions concatenated (``sketch_dim`` must be a multiple).
+    sketch_method : {"auto", "nystrom", "covariance"}, default="auto"
+        Sketch solver: how eigenpairs are read from the sketch ``Y = K_c W``. ``"covariance"``
+        is the tutorial's Alg. 6 (eigenpairs of ``Yᵀ Y``, which approximate those of
+        ``K_c²``); ``"nystrom"`` goes beyond it with the Nyström approximation
+        ``Y (Wᵀ Y)⁺ Yᵀ`` of ``K_c`` from the same pass, far more accurate for eigenvectors
+        (on digits at ``q = 400`` every top-5 similarity is above 0.99, against 0.65–1 per
+        draw) but only justified for PSD kernels. ``"auto"`` picks ``"nystrom"`` when the
+        kernel is positive semi-definite and ``"covariance"`` otherwise (sigmoid).
     refine : bool, default=False
         Sketch solver: one more pass for the exact Rayleigh–Ritz projection on the sketched
         subspace (exact eigenvalues there; no mixing of close eigenvectors).
@@ -177,8 +185,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     _parameter_constraints: dict = {
         "n_components": N_COMPONENTS,
-        "kernel": [Options({"rbf", "gaussian", "poly", "polynomial", "sigmoid", "linear"}),
-                   InstanceOf(Kernel, "a dkpca.kernels.Kernel")],
+        "kernel": [
+            Options({"rbf", "gaussian", "poly", "polynomial", "sigmoid", "linear"}),
+            InstanceOf(Kernel, "a dkpca.kernels.Kernel"),
+        ],
         "gamma": [Interval("real", 0, None, closed="neither"), None],
         "sigma2": [Interval("real", 0, None, closed="neither"), None],
         "degree": [Interval("int", 1, None)],
@@ -192,6 +202,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "max_iter": [Interval("int", 1, None)],
         "block_size": SIZE,
         "max_memory": [*SIZE, Options({"auto"})],
+        "sketch_method": [Options({"auto", "nystrom", "covariance"})],
     }
 
     def __init__(
@@ -213,6 +224,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         sketch: str = "gaussian",
         sketch_dim: int | None = None,
         n_hashes: int = 1,
+        sketch_method: str = "auto",
         refine: bool = False,
         n_landmarks: int | None = None,
         sampling: str = "uniform",
@@ -235,6 +247,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.sketch = sketch
         self.sketch_dim = sketch_dim
         self.n_hashes = n_hashes
+        self.sketch_method = sketch_method
         self.refine = refine
         self.n_landmarks = n_landmarks
         self.sampling = sampling
@@ -254,10 +267,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 f"yields at most n_landmarks components."
             )
         rng = np.random.default_rng(check_random_state(self.random_state))
-        landmarks = select_landmarks(kernel, X, m, self.sampling, rng=rng,
-                                     block_bytes=block_bytes)
-        return fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
-                           method=self.nystrom_method)
+        landmarks = select_landmarks(kernel, X, m, self.sampling, rng=rng, block_bytes=block_bytes)
+        return fit_nystrom(
+            kernel, X, landmarks, rule, block_bytes=block_bytes, method=self.nystrom_method
+        )
 
     @property
     def landmarks_(self) -> np.ndarray | da.Array:
@@ -275,10 +288,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 f"KernelPCA: sigma2 applies to the rbf kernel only, not kernel={self.kernel!r}."
             )
         kernel = get_kernel(
-            self.kernel, gamma=self.gamma, sigma2=self.sigma2, degree=self.degree,
+            self.kernel,
+            gamma=self.gamma,
+            sigma2=self.sigma2,
+            degree=self.degree,
             coef0=self.coef0,
         )
         return kernel.with_defaults(n_features)
+
+    def _resolve_sketch_method(self, kernel: Kernel) -> str:
+        if self.sketch_method != "auto":
+            return self.sketch_method
+        return "nystrom" if kernel.positive_semidefinite else "covariance"
 
     def _resolve_solver(self, n: int, rule: ComponentRule, kernel_fits: bool) -> str:
         if self.solver != "auto":
@@ -341,8 +362,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self.n_iter_ = 1
         elif solver == "sketch":
             basis, vectors = fit_sketch(
-                kernel, Xd, rule, sketch=make_sketch(self, n, rule, "KernelPCA"), block_bytes=block_bytes,
-                refine=self.refine, basis_data=basis_data,
+                kernel,
+                Xd,
+                rule,
+                sketch=make_sketch(self, n, rule, "KernelPCA"),
+                block_bytes=block_bytes,
+                method=self._resolve_sketch_method(kernel),
+                refine=self.refine,
+                basis_data=basis_data,
             )
             self.n_iter_ = 2 if self.refine else 1
         elif solver == "nystrom":
@@ -353,7 +380,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self.n_iter_ = 1
         else:
             basis, vectors, result = fit_randomized(
-                kernel, Xd, rule,
+                kernel,
+                Xd,
+                rule,
                 seed=check_random_state(self.random_state),
                 block_bytes=block_bytes,
                 max_memory=max_memory,

@@ -130,6 +130,17 @@ class Kernel(ABC):
     aliases: ClassVar[tuple[str, ...]] = ()
     _params: ClassVar[tuple[str, ...]] = ()
 
+    @property
+    def positive_semidefinite(self) -> bool:
+        """Whether every kernel matrix of this kernel is PSD (``False`` when not known).
+
+        Examples
+        --------
+        >>> RBF().positive_semidefinite, Sigmoid().positive_semidefinite
+        (True, False)
+        """
+        return False
+
     @abstractmethod
     def pairwise(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
         """Return the kernel matrix ``K[i, j] = k(X[i], Y[j])`` (``Y=None`` means ``X``)."""
@@ -214,6 +225,8 @@ class RBF(Kernel):
     aliases = ("gaussian",)
     _params = ("gamma",)
 
+    positive_semidefinite = True
+
     def __init__(
         self, gamma: float | None = None, *, sigma2: float | None = None, c: float | None = None
     ) -> None:
@@ -287,6 +300,11 @@ class Polynomial(Kernel):
         self.gamma = None if gamma is None else float(gamma)
         self.coef0 = float(coef0)
 
+    @property
+    def positive_semidefinite(self) -> bool:  # noqa: D102
+        # A polynomial with non-negative coefficients in <x, y>; coef0 < 0 breaks that.
+        return self.coef0 >= 0
+
     def with_defaults(self, n_features: int) -> Polynomial:  # noqa: D102
         return Polynomial(self.degree, _resolve_gamma(self.gamma, n_features), self.coef0)
 
@@ -354,6 +372,8 @@ class Linear(Kernel):
 
     name = "linear"
 
+    positive_semidefinite = True
+
     def pairwise(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:  # noqa: D102
         X, Y = _as_blocks(X, Y)
         return _augmented_product(X, Y, 1.0, [], [])
@@ -381,6 +401,10 @@ class SumKernel(Kernel):
         if len(kernels) < 2 or not all(isinstance(k, Kernel) for k in kernels):
             raise ValueError("SumKernel needs at least two Kernel instances")
         self.kernels = tuple(kernels)
+
+    @property
+    def positive_semidefinite(self) -> bool:  # noqa: D102
+        return all(k.positive_semidefinite for k in self.kernels)
 
     def with_defaults(self, n_features: int) -> SumKernel:  # noqa: D102
         return SumKernel(*(k.with_defaults(n_features) for k in self.kernels))

@@ -7,14 +7,16 @@ that product.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from threadpoolctl import ThreadpoolController
 
-__all__ = ["KrylovResult", "block_krylov_eigh", "flip_signs", "top_eigh"]
+__all__ = ["KrylovResult", "block_krylov_eigh", "crossproduct", "flip_signs", "top_eigh"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +36,42 @@ def flip_signs(vectors: np.ndarray) -> np.ndarray:
         signs[signs == 0] = 1.0
         vectors *= signs
     return vectors
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _blas_single_threaded() -> bool:
+    threads = [
+        lib.get_num_threads() for lib in _blas_controller().select(user_api="blas").lib_controllers
+    ]
+    return bool(threads) and max(threads) == 1
+
+
+def crossproduct(A: np.ndarray) -> np.ndarray:
+    """Return ``Aᵀ A`` of a 2-D array, through BLAS ``syrk`` (half a GEMM's work) when safe.
+
+    OpenBLAS's multithreaded ``syrk`` can crash or return garbage on large products (API-NOTES
+    §9.5), so it is used only while BLAS runs on one thread, as inside dkpca's tasks (see
+    :func:`dkpca.blocked.compute`); otherwise the product is a GEMM on a copy, which never
+    reaches ``syrk``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> crossproduct(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    array([[10., 14.],
+           [14., 20.]])
+    """
+    if A.dtype not in (np.float32, np.float64) or not _blas_single_threaded():
+        return A.T @ A.copy()
+    syrk = scipy.linalg.get_blas_funcs("syrk", (A,))
+    # syrk(a, trans=0) is a aᵀ, trans=1 is aᵀ a; hand it whichever is Fortran-ordered (no copy).
+    G = syrk(1.0, A.T, trans=0) if A.flags.c_contiguous else syrk(1.0, A, trans=1)
+    G += np.triu(G, 1).T  # syrk fills the upper triangle only; the lower one is zero
+    return G
 
 
 def top_eigh(
@@ -187,8 +225,13 @@ def block_krylov_eigh(
         scale = max(abs(theta[0]), np.finfo(float).tiny)
         vectors, image = _combine(blocks, S), _combine(images, S)
         residual = float(np.linalg.norm(image - vectors * theta, axis=0).max() / scale)
-        logger.info("Krylov pass %d of at most %d: residual %.3g (tol %.3g)", n_pass, max_iter,
-                    residual, tol)
+        logger.info(
+            "Krylov pass %d of at most %d: residual %.3g (tol %.3g)",
+            n_pass,
+            max_iter,
+            residual,
+            tol,
+        )
         if residual <= tol:
             converged = True
             break

@@ -29,7 +29,7 @@ from ._validation import (
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_dask
-from .linalg import flip_signs, top_eigh
+from .linalg import crossproduct, flip_signs, top_eigh
 from .solvers import ComponentRule, fit_pca_sketch
 
 __all__ = ["PCA"]
@@ -246,11 +246,11 @@ def _shifted_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """Column sums (first row) stacked on the cross-product matrix of ``block - shift``."""
     Y = block.astype(np.float64) - shift
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
-        return np.vstack([Y.sum(axis=0), Y.T @ Y.copy()])  # distinct buffers: no syrk
+        return np.vstack([Y.sum(axis=0), crossproduct(Y)])
 
 
 def _dot_matrix(block: np.ndarray) -> np.ndarray:
     """``B Bᵀ`` of one feature chunk, in float64."""
     B = block.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
-        return B @ B.T.copy()
+        return crossproduct(B.T)

@@ -3,8 +3,11 @@
 The tutorial's §5.5 compares the first 10 eigenpairs of exact kernel PCA with those of two
 approximations, at sketch size / working-set size ``q``:
 
-- approx-KPCA (its Alg. 6) with a Gaussian random projection, "(g)", or feature hashing, "(f)",
-  of the centred kernel map (``solver="sketch"``);
+- approx-KPCA (its Alg. 6, ``sketch_method="covariance"``) with a Gaussian random projection,
+  "(g)", or feature hashing, "(f)", of the centred kernel map (``solver="sketch"``). dkpca's
+  default reads the same Gaussian sketch as a Nyström approximation of the kernel
+  (``sketch_method="auto"``: for PSD kernels; tanh and the sum fall back to Alg. 6), added as
+  "(g), dkpca default";
 - Nyström with uniform "(r)", diagonal "(d)" or column-norm "(c)" landmarks. dkpca's default
   (``nystrom_method="feature_map"``) is exact PCA of the Nyström kernel centred on all points;
   k-means landmarks are added. The tutorial's own eigen-extension (eqs. 62-63, the method its
@@ -93,8 +96,11 @@ def make_kernels(n_features: int) -> dict[str, Kernel]:
 def make_methods(n_hashes: int, extension_samplings: list[str]) -> dict[str, dict]:
     """Label -> ``KernelPCA`` keyword arguments; ``q`` and the seed are added per run."""
     methods = {
-        "Approx-KPCA (g)": {"solver": "sketch", "sketch": "gaussian"},
-        "Approx-KPCA (f)": {"solver": "sketch", "sketch": "hashing", "n_hashes": n_hashes},
+        "Approx-KPCA (g)": {"solver": "sketch", "sketch": "gaussian",
+                            "sketch_method": "covariance"},
+        "Approx-KPCA (f)": {"solver": "sketch", "sketch": "hashing", "n_hashes": n_hashes,
+                            "sketch_method": "covariance"},
+        "Approx-KPCA (g), dkpca default": {"solver": "sketch", "sketch": "gaussian"},
     }
     for sampling, tag in SAMPLING_TAGS.items():
         methods[f"Nyström feature map ({tag})"] = {"solver": "nystrom", "sampling": sampling}
@@ -184,12 +190,17 @@ def print_table(kernels: list[str], methods: list[str], sim: np.ndarray,
 
 
 def style(label: str) -> dict:
-    """Colour and marker by method; dashed for the eigen-extension, dotted for sketches."""
+    """Colour and marker by method; dashed for the eigen-extension, dotted for sketches.
+
+    dkpca's default sketch estimate is dash-dotted.
+    """
     colours = {"(g)": "tab:blue", "(f)": "tab:orange", "(r)": "tab:green", "(d)": "tab:red",
                "(c)": "tab:purple", "(k-means)": "tab:brown"}
     tag = next(t for t in colours if t in label)
     if "eqs." in label:
         return {"color": colours[tag], "ls": "--", "marker": "x", "lw": 2.2}
+    if "default" in label:
+        return {"color": colours[tag], "ls": "-.", "marker": "*", "lw": 1.6}
     markers = {"(g)": "o", "(f)": "s", "(r)": "^", "(d)": "v", "(c)": "D", "(k-means)": "P"}
     return {"color": colours[tag], "ls": ":" if "Approx" in label else "-",
             "marker": markers[tag], "lw": 1.6}

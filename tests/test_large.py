@@ -42,3 +42,17 @@ def test_streaming_randomized_matches_cached_at_scale():
     streamed = KernelPCA(5, max_memory="64MiB", block_size="8MiB", **kwargs)
     streamed.fit(da.from_array(X, chunks=(1000, -1)))
     np.testing.assert_allclose(streamed.eigenvalues_, cached.eigenvalues_, rtol=1e-9)
+
+
+def test_crossproduct_of_a_large_block_on_one_blas_thread():
+    # Kernel moments go through syrk when BLAS is single-threaded (as inside dkpca's tasks);
+    # the crash of API notes §9.5 needs several BLAS threads. A large case, as those notes ask.
+    from threadpoolctl import threadpool_limits
+
+    from dkpca.linalg import crossproduct
+
+    A = np.random.default_rng(1).standard_normal((20_000, 2_000))
+    with threadpool_limits(limits=1, user_api="blas"):
+        G = crossproduct(A)
+    expected = sum(B.T @ B.copy() for B in np.array_split(A, 4))
+    np.testing.assert_allclose(G, expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())

@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
 import scipy.linalg
+from threadpoolctl import threadpool_limits
 
-from dkpca.linalg import block_krylov_eigh, flip_signs, top_eigh
+from dkpca import linalg
+from dkpca.linalg import block_krylov_eigh, crossproduct, flip_signs, top_eigh
 
 
 def _spd(n, decay, seed=0):
@@ -19,6 +21,31 @@ def test_top_eigh_matches_scipy():
     np.testing.assert_allclose(np.abs(V), np.abs(ref_V[:, ::-1][:, :5]), atol=1e-10)
     w_all, _ = top_eigh(A)
     assert len(w_all) == 50 and np.all(np.diff(w_all) <= 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("blas_threads", [1, None])
+def test_crossproduct_matches_gemm(dtype, order, blas_threads, monkeypatch):
+    A = np.asarray(np.random.default_rng(0).normal(size=(300, 40)) * 10, dtype=dtype, order=order)
+    reached_syrk = []
+    get_blas_funcs = scipy.linalg.get_blas_funcs
+    monkeypatch.setattr(
+        linalg.scipy.linalg,
+        "get_blas_funcs",
+        lambda *a, **k: reached_syrk.append(a[0]) or get_blas_funcs(*a, **k),
+    )
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        G = crossproduct(A)
+        single = linalg._blas_single_threaded()
+    expected = A.astype(np.float64).T @ A.astype(np.float64)
+    assert G.dtype == A.dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(G, G.T, rtol=tol, atol=tol * np.abs(G).max())
+    np.testing.assert_allclose(G, expected, rtol=tol, atol=tol * np.abs(expected).max())
+    # syrk only where it is safe: floating point and one BLAS thread.
+    assert single or blas_threads is None
+    assert reached_syrk == (["syrk"] if single and dtype != np.int64 else [])
 
 
 def test_flip_signs_makes_largest_entry_positive():

@@ -14,16 +14,30 @@ def exact(digits):
 
 
 @pytest.mark.parametrize("sketch", ["gaussian", "hashing"])
-def test_top_components_track_exact_at_q_400(sketch, digits, exact):
-    """The tutorial's measure (Fig. 8): mean similarity of the top components over repeats.
+def test_every_top_component_matches_exact_at_q_400(sketch, digits, exact):
+    """Default (single-pass Nyström estimate for a PSD kernel): every draw, every component."""
+    for seed in range(10):
+        approx = KernelPCA(5, kernel="rbf", gamma=1 / 64, solver="sketch", sketch=sketch,
+                           sketch_dim=400, random_state=seed).fit(digits)
+        assert np.all(similarity(approx.eigenvectors_, exact.eigenvectors_[:, :5]) > 0.95)
+        np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_[:5], rtol=0.05)
+        # The Nyström approximation is dominated by K_c: its eigenvalues are never larger.
+        assert np.all(approx.eigenvalues_ <= exact.eigenvalues_[:5] * (1 + 1e-10))
 
-    Digits' leading eigenvalues are close (λ2/λ1 = 0.97), and the sketch's O(1/sqrt(q))
-    perturbation mixes such pairs, so single components of a single draw can fall below 0.9.
+
+@pytest.mark.parametrize("sketch", ["gaussian", "hashing"])
+def test_tutorial_estimate_tracks_exact_on_average_at_q_400(sketch, digits, exact):
+    """The tutorial's Alg. 6 and its measure (Fig. 8): mean similarity over repeats.
+
+    Digits' leading eigenvalues are close (λ2/λ1 = 0.97), and that estimate's O(1/sqrt(q))
+    perturbation of K_c² mixes such pairs, so single components of a single draw can fall
+    below 0.9.
     """
     sims, diffs = [], []
     for seed in range(5):
         approx = KernelPCA(5, kernel="rbf", gamma=1 / 64, solver="sketch", sketch=sketch,
-                           sketch_dim=400, random_state=seed).fit(digits)
+                           sketch_dim=400, sketch_method="covariance",
+                           random_state=seed).fit(digits)
         sims.append(similarity(approx.eigenvectors_, exact.eigenvectors_[:, :5]))
         diffs.append(np.abs(approx.eigenvalues_ / exact.eigenvalues_[:5] - 1))
         V = approx.eigenvectors_
@@ -46,16 +60,39 @@ def test_refinement_makes_components_and_eigenvalues_exact_on_the_subspace(
     assert np.all(approx.eigenvalues_ <= exact.eigenvalues_[:5] * (1 + 1e-12))
 
 
-def test_eigenvalue_error_falls_as_q_grows(digits, exact):
+@pytest.mark.parametrize("method", ["nystrom", "covariance"])
+def test_eigenvalue_error_falls_as_q_grows(method, digits, exact):
     def error(q):
         diffs = []
         for seed in range(3):
             approx = KernelPCA(5, gamma=1 / 64, solver="sketch", sketch_dim=q,
-                               random_state=seed).fit(digits)
+                               sketch_method=method, random_state=seed).fit(digits)
             diffs.append(np.abs(approx.eigenvalues_ / exact.eigenvalues_[:5] - 1).mean())
         return np.mean(diffs)
 
     assert error(50) > error(200) > error(800)
+
+
+def test_nystrom_estimate_is_exact_when_the_sketch_spans_the_data(digits):
+    X = digits[:150]
+    exact = KernelPCA(10, gamma=1 / 64, solver="exact").fit(X)
+    # A Gaussian sketch with q = n spans every centred vector (hashing may leave columns empty).
+    approx = KernelPCA(10, gamma=1 / 64, solver="sketch", sketch_dim=150, sketch_method="nystrom",
+                       random_state=0).fit(X)
+    np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_, rtol=1e-8)
+    assert np.all(similarity(approx.eigenvectors_, exact.eigenvectors_) > 1 - 1e-8)
+
+
+@pytest.mark.parametrize(("kernel", "expected"), [("rbf", "nystrom"), ("sigmoid", "covariance")])
+def test_auto_sketch_method_follows_positive_semidefiniteness(kernel, expected, digits):
+    params = {"kernel": kernel, "gamma": 1 / 64, "coef0": 0.0, "solver": "sketch",
+              "sketch_dim": 100, "random_state": 3}
+    auto = KernelPCA(4, **params).fit(digits)
+    chosen = KernelPCA(4, sketch_method=expected, **params).fit(digits)
+    other = KernelPCA(4, sketch_method={"nystrom": "covariance", "covariance": "nystrom"}[expected],
+                      **params).fit(digits)
+    np.testing.assert_array_equal(auto.eigenvalues_, chosen.eigenvalues_)
+    assert not np.allclose(auto.eigenvalues_, other.eigenvalues_)
 
 
 def test_transform_is_consistent_with_the_training_scores(digits):

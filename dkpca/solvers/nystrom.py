@@ -23,7 +23,7 @@ import numpy as np
 
 from dkpca.blocked import compute, kernel_diagonal, tree_sum, worker_block_bytes
 from dkpca.kernels import Kernel
-from dkpca.linalg import flip_signs, top_eigh
+from dkpca.linalg import crossproduct, flip_signs, top_eigh
 
 from ._basis import KernelBasis
 from ._components import ComponentRule, positive_part
@@ -58,8 +58,9 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     return V[:, keep] / np.sqrt(w[keep])
 
 
-def _kernel_moments(block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, strip: int,
-                    shift: np.ndarray) -> np.ndarray:
+def _kernel_moments(
+    block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, strip: int, shift: np.ndarray
+) -> np.ndarray:
     """``[Σ (k - s); Σ (k - s)(k - s)ᵀ; Σ k(x, x)]`` of one row chunk, ``k = k(x, L)``.
 
     Evaluated in row strips. The last row carries the sum of the kernel's diagonal (in its
@@ -77,7 +78,7 @@ def _kernel_moments(block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, st
         K = kernel.pairwise(rows, landmarks)
         K -= shift.astype(K.dtype, copy=False)
         out[0] += K.sum(axis=0, dtype=np.float64)
-        out[1 : m + 1] += K.T @ K.copy()  # distinct buffers: gemm, not OpenBLAS's fragile syrk
+        out[1 : m + 1] += crossproduct(K)
         out[m + 1, 0] += kernel.diag(rows).sum(dtype=np.float64)
     return out
 
@@ -134,12 +135,14 @@ def fit_nystrom(
         (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
         return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
     R = inverse_sqrt(K_LL)
-    # A strip of k(x, L) and its copy take at most half a tile: m x m moments need no more,
-    # and GEMMs on a few thousand rows already run at full speed.
+    # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile: m x m
+    # moments need no more, and products on a few thousand rows already run at full speed.
     strip = max(1, worker_block_bytes(block_bytes) // (4 * m * X.dtype.itemsize))
     shift = K_LL.mean(axis=0)  # the landmarks' mean kernel row: near the data's mean k(x, L)
-    parts = [dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
-             for b in X.rechunk({1: -1}).to_delayed().ravel()]
+    parts = [
+        dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
+        for b in X.rechunk({1: -1}).to_delayed().ravel()
+    ]
     (moments,) = compute(tree_sum(parts))
     if not np.isfinite(moments).all():
         raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
@@ -154,8 +157,10 @@ def fit_nystrom(
     # approximation's |mean φ|²: explained_variance_ratio_ shares are of the real variance.
     total_variance = float(diagonal_sum) - n * float(mean @ mean)
     count = rule.select(eigenvalues, total_variance)
-    count = min(count, positive_part(eigenvalues[:count],
-                                     count if rule.count is not None else 0, "KernelPCA"))
+    count = min(
+        count,
+        positive_part(eigenvalues[:count], count if rule.count is not None else 0, "KernelPCA"),
+    )
     U = flip_signs(U[:, :count])
     logger.info("Nyström: %d landmarks (rank %d), %d components", m, R.shape[1], count)
     return KernelBasis(
@@ -170,19 +175,29 @@ def fit_nystrom(
     )
 
 
-def _fit_extension(kernel: Kernel, landmarks: np.ndarray, K_LL: np.ndarray, n: int,
-                   diagonal_sum: float, rule: ComponentRule, block_bytes: int) -> KernelBasis:
+def _fit_extension(
+    kernel: Kernel,
+    landmarks: np.ndarray,
+    K_LL: np.ndarray,
+    n: int,
+    diagonal_sum: float,
+    rule: ComponentRule,
+    block_bytes: int,
+) -> KernelBasis:
     """Eqs. (62)–(63) on the landmark-centred kernel, as a KernelBasis."""
     m = K_LL.shape[0]
     row_means = K_LL.mean(axis=0)
     centred = K_LL - row_means[:, None] - row_means[None, :] + row_means.mean()
-    values, vectors = top_eigh(centred, None if rule.needs_full_spectrum else rule.count,
-                               overwrite=True)
+    values, vectors = top_eigh(
+        centred, None if rule.needs_full_spectrum else rule.count, overwrite=True
+    )
     eigenvalues = values * n / m  # eq. (62)
     total_variance = diagonal_sum - n * float(row_means.mean())
     count = rule.select(eigenvalues, total_variance)
-    count = min(count, positive_part(eigenvalues[:count],
-                                     count if rule.count is not None else 0, "KernelPCA"))
+    count = min(
+        count,
+        positive_part(eigenvalues[:count], count if rule.count is not None else 0, "KernelPCA"),
+    )
     vectors = flip_signs(vectors[:, :count])
     # Scores of x: k_c(x, L) u / sqrt(λ_L) (the landmarks' kernel PCA), centred on L.
     coef = (vectors - vectors.mean(axis=0)) / np.sqrt(values[:count])
