@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import dask
@@ -48,6 +48,7 @@ __all__ = [
     "kernel_tiles",
     "symmetric_kernel_product",
     "tile_rows",
+    "tree_reduce",
     "tree_sum",
     "worker_block_bytes",
 ]
@@ -291,8 +292,30 @@ def symmetric_kernel_product(
     return np.concatenate(compute(*acc), axis=0)
 
 
+def tree_reduce(parts: Sequence, combine: Callable, split_every: int = 8):
+    """Combine delayed objects in a tree, ``combine(*group)`` for groups of ``split_every``.
+
+    Few partial results are alive at once, and no single task receives them all.
+
+    Examples
+    --------
+    >>> import dask
+    >>> tree_reduce([dask.delayed(i) for i in range(10)], max).compute()
+    9
+    """
+    parts = list(parts)
+    step = dask.delayed(combine, pure=True)
+    while len(parts) > 1:
+        parts = [step(*parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+    return parts[0]
+
+
+def _add(*terms):
+    return sum(terms[1:], terms[0])
+
+
 def tree_sum(parts: Sequence, split_every: int = 8):
-    """Sum delayed objects pairwise in a tree, so few partial results are alive at once.
+    """Sum delayed objects pairwise in a tree (see :func:`tree_reduce`).
 
     Examples
     --------
@@ -300,11 +323,7 @@ def tree_sum(parts: Sequence, split_every: int = 8):
     >>> tree_sum([dask.delayed(i) for i in range(10)]).compute()
     45
     """
-    parts = list(parts)
-    add_all = dask.delayed(lambda *xs: sum(xs[1:], xs[0]), pure=True)
-    while len(parts) > 1:
-        parts = [add_all(*parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
-    return parts[0]
+    return tree_reduce(parts, _add, split_every)
 
 
 def _batches(items: Sequence, size: int) -> Iterator[Sequence]:

@@ -105,7 +105,8 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--degree", type=int, default=3, help="polynomial degree")
     group.add_argument("--coef0", type=float, default=1.0, help="poly/sigmoid offset")
     group.add_argument("--solver", default="auto",
-                       choices=["auto", "exact", "randomized", "sketch", "nystrom"])
+                       choices=["auto", "exact", "randomized", "sketch", "nystrom", "fixed_size",
+                                "icf"])
     group.add_argument("--n-components", type=_n_components, default=None,
                        help="a count, or a variance fraction in (0, 1)")
     group.add_argument("--min-relative-eigenvalue", type=float, default=None)
@@ -113,10 +114,17 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-memory", default="auto",
                        help="memory the whole kernel may take, e.g. 8GiB (default: auto)")
     group.add_argument("--n-landmarks", type=_positive_int, default=None,
-                       help="nystrom: landmarks (default: min(n, 1000))")
+                       help="nystrom, fixed_size: landmarks (default: min(n, 1000))")
     group.add_argument("--sampling", default="uniform",
                        choices=["uniform", "diagonal", "column_norm", "kmeans"],
                        help="nystrom: how landmarks are chosen")
+    group.add_argument("--selection", default="renyi_kmeans", choices=["renyi_kmeans", "renyi"],
+                       help="fixed_size: FS2 (k-means start) or FS (random start)")
+    group.add_argument("--icf-tol", type=float, default=None,
+                       help="icf: stop when the residual trace is below this "
+                            "(default: 1e-3 of the kernel's trace)")
+    group.add_argument("--max-rank", type=_positive_int, default=None,
+                       help="icf: most pivots (default: min(n, 1000))")
     group.add_argument("--sketch", default="gaussian", choices=["gaussian", "hashing"],
                        help="sketch: the dot-product preserving transform")
     group.add_argument("--sketch-dim", type=_positive_int, default=None,
@@ -221,7 +229,8 @@ def _fit(args: argparse.Namespace) -> str:
         degree=args.degree, coef0=args.coef0, solver=args.solver,
         min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
         max_memory=args.max_memory, n_landmarks=args.n_landmarks, sampling=args.sampling,
-        sketch=args.sketch, sketch_dim=args.sketch_dim,
+        sketch=args.sketch, sketch_dim=args.sketch_dim, selection=args.selection,
+        icf_tol=args.icf_tol, max_rank=args.max_rank,
     )
     validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
     X, _ = _open_input(args)

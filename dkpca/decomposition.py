@@ -11,6 +11,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 import psutil
+import scipy.linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from ._estimator import (
@@ -39,12 +40,15 @@ from .io import as_array, as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linear import PCA
 from .solvers import (
+    SELECTIONS,
     ComponentRule,
     KernelBasis,
     fit_exact,
     fit_nystrom,
     fit_randomized,
     fit_sketch,
+    incomplete_cholesky,
+    select_fixed_size,
     select_landmarks,
 )
 
@@ -79,14 +83,19 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Degree of the polynomial kernel.
     coef0 : float, default=1
         Independent term of the poly and sigmoid kernels.
-    solver : {"auto", "exact", "randomized", "sketch", "nystrom"}, default="auto"
+    solver : {"auto", "exact", "randomized", "sketch", "nystrom", "fixed_size", "icf"}, \
+default="auto"
         ``"exact"`` gathers the kernel and calls LAPACK; ``"randomized"`` runs a block Krylov
         iteration on the kernel operator (cached in memory when it fits, re-evaluated tile by
         tile when it does not); ``"sketch"`` is approx-KPCA (tutorial Alg. 6): one pass
         sketches the centred kernel map to ``sketch_dim`` dimensions, then a
         ``sketch_dim × sketch_dim`` eigenproblem; ``"nystrom"`` approximates the kernel
         through ``n_landmarks`` landmarks and runs a one-pass PCA of their feature map
-        (out of core: only ``m × m`` objects are gathered). ``"auto"`` takes ``"exact"`` for at most
+        (out of core: only ``m × m`` objects are gathered); ``"fixed_size"`` is Nyström with
+        landmarks chosen to maximise their quadratic Renyi entropy (MDD paper §V, FS and FS2;
+        any kernel); ``"icf"`` is Nyström on the pivots of an incomplete Cholesky
+        factorisation of the kernel matrix, stopped by ``icf_tol`` or ``max_rank`` (MDD paper
+        eqs. 16–19). ``"auto"`` takes ``"exact"`` for at most
         2,000 samples, when ``n_components`` is ``None`` or above a fifth of the samples, and
         ``"randomized"`` otherwise.
     min_relative_eigenvalue : float, optional
@@ -95,9 +104,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Randomized solver: extra columns in the Krylov block.
     tol : float, default=1e-6
         Randomized solver: stop when every eigenpair's residual ``||K_c u - λ u||`` is below
-        ``tol · λ_1``.
+        ``tol · λ_1``. Fixed-size solver: stop when an iteration raises the entropy by less
+        than this fraction.
     max_iter : int, default=20
-        Randomized solver: maximum passes over the kernel.
+        Randomized solver: maximum passes over the kernel. Fixed-size solver: maximum
+        iterations (candidate batches).
     block_size : int or str, default="128MiB"
         Memory for one kernel tile.
     max_memory : int, str or "auto", default="auto"
@@ -128,6 +139,21 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Nyström solver: how landmarks are chosen: uniformly, with probability ``∝ k(x, x)²``
         (eq. 64), ``∝ Σ_j k(x, x_j)²`` (eq. 65; one pass over the kernel), or as k-means
         centroids of a subsample.
+    selection : {"renyi_kmeans", "renyi"}, default="renyi_kmeans"
+        Fixed-size solver: FS2 (working set started at k-means centroids snapped to data
+        points; the member most similar to the rest is replaced by the best of a batch of
+        candidates) or FS (random start, random replacements kept when the entropy rises).
+        Both keep only swaps that raise the entropy; ``n_landmarks`` sets the set's size.
+    entropy_gamma : float, optional
+        Fixed-size solver: the Parzen window ``exp(-entropy_gamma ||x - y||²)`` whose
+        quadratic Renyi entropy is maximised; by default Scott's rule for ``n_landmarks``
+        points (see :mod:`dkpca.solvers.fixed_size`). The model's ``gamma`` is the paper's
+        choice, but a window that wide favours isolated points.
+    icf_tol : float, optional
+        ICF solver: ``η``, stop once the trace of ``K - G Gᵀ`` is below it; by default
+        ``1e-3`` times the trace of ``K``.
+    max_rank : int, optional
+        ICF solver: the most pivots ``Q``; by default ``min(n_samples, 1000)``.
     nystrom_method : {"feature_map", "extension"}, default="feature_map"
         Nyström solver: PCA of the feature map ``K(x, L) K_LL^{-1/2}`` centred on all the
         training points (one pass; exact for the approximated kernel), or the tutorial's
@@ -147,7 +173,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Unit eigenvectors of the centred training kernel matrix (of its approximation for
         the sketch and Nyström solvers). Nyström on lazy input keeps them lazy: a dask array.
     landmarks_ : ndarray (n_landmarks, n_features)
-        Nyström solver: the landmarks.
+        Nyström and fixed-size solvers: the landmarks; ICF: the pivots, in the order chosen.
+    entropy_trace_ : ndarray (n_iter_,)
+        Fixed-size solver: the working set's quadratic Renyi entropy at the start and after
+        every iteration (non-decreasing).
+    residual_trace_ : ndarray
+        ICF solver: the trace of ``K - G Gᵀ`` at the start of every pass; when the stop came
+        inside a pass, the last entry is the upper bound it stopped on.
     n_components_ : int
     kernel_ : Kernel
         The kernel with data-dependent defaults resolved.
@@ -156,7 +188,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     solver_ : str
         The solver used.
     n_iter_ : int
-        Passes over the kernel (1 for the exact solver).
+        Passes over the kernel (1 for the exact solver); for fixed-size and ICF, the
+        selection's iterations or passes plus the Nyström pass.
     basis_ : KernelBasis
         The fitted state used by ``transform``.
     n_features_in_ : int
@@ -193,7 +226,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "sigma2": [Interval("real", 0, None, closed="neither"), None],
         "degree": [Interval("int", 1, None)],
         "coef0": [Interval("real", None, None)],
-        "solver": [Options({"auto", "exact", "randomized", "sketch", "nystrom"})],
+        "solver": [
+            Options({"auto", "exact", "randomized", "sketch", "nystrom", "fixed_size", "icf"})
+        ],
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
         **NYSTROM_CONSTRAINTS,
         **SKETCH_CONSTRAINTS,
@@ -203,6 +238,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "block_size": SIZE,
         "max_memory": [*SIZE, Options({"auto"})],
         "sketch_method": [Options({"auto", "nystrom", "covariance"})],
+        "selection": [Options(set(SELECTIONS))],
+        "entropy_gamma": [Interval("real", 0, None, closed="neither"), None],
+        "icf_tol": [Interval("real", 0, None, closed="neither"), None],
+        "max_rank": [Interval("int", 1, None), None],
     }
 
     def __init__(
@@ -228,6 +267,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         refine: bool = False,
         n_landmarks: int | None = None,
         sampling: str = "uniform",
+        selection: str = "renyi_kmeans",
+        entropy_gamma: float | None = None,
+        icf_tol: float | None = None,
+        max_rank: int | None = None,
         nystrom_method: str = "feature_map",
         random_state: RandomStateLike = None,
     ):
@@ -251,33 +294,62 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.refine = refine
         self.n_landmarks = n_landmarks
         self.sampling = sampling
+        self.selection = selection
+        self.entropy_gamma = entropy_gamma
+        self.icf_tol = icf_tol
+        self.max_rank = max_rank
         self.nystrom_method = nystrom_method
         self.random_state = random_state
 
-    def _fit_nystrom(
-        self, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
-    ) -> KernelBasis:
+    def _fit_landmarks(
+        self, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
+    ) -> tuple[KernelBasis, int]:
+        """Nyström kernel PCA on landmarks chosen by ``solver``; returns it and its passes."""
         n = X.shape[0]
+        rng = np.random.default_rng(check_random_state(self.random_state))
+        if solver == "icf":
+            rank = self.max_rank if self.max_rank is not None else min(n, 1000)
+            icf = incomplete_cholesky(kernel, X, tol=self.icf_tol, max_rank=rank)
+            self.residual_trace_ = np.array(icf.trace_history)
+            self._check_rank(rule, icf.rank, "the ICF rank")
+            R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
+            basis = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes,
+                                feature_map=R)
+            return basis, icf.n_passes + 1
         m = self.n_landmarks if self.n_landmarks is not None else min(n, 1000)
         if m > n:
             raise ValueError(f"KernelPCA: n_landmarks={m} exceeds the {n} samples.")
-        if rule.count is not None and rule.count > m:
+        self._check_rank(rule, m, "n_landmarks")
+        if solver == "fixed_size":
+            result = select_fixed_size(X, m, self.selection, rng=rng, gamma=self.entropy_gamma,
+                                       tol=self.tol, max_iter=self.max_iter)
+            self.entropy_trace_ = result.entropy_trace
+            landmarks, passes = result.landmarks, len(result.entropy_trace)
+        else:
+            landmarks = select_landmarks(kernel, X, m, self.sampling, rng=rng,
+                                         block_bytes=block_bytes)
+            passes = 1
+        method = self.nystrom_method if solver == "nystrom" else "feature_map"
+        basis = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes, method=method)
+        return basis, passes
+
+    @staticmethod
+    def _check_rank(rule: ComponentRule, rank: int, name: str) -> None:
+        if rule.count is not None and rule.count > rank:
             raise ValueError(
-                f"KernelPCA: n_components={rule.count} exceeds n_landmarks={m}; Nyström "
-                f"yields at most n_landmarks components."
+                f"KernelPCA: n_components={rule.count} exceeds {name}={rank}; a Nyström "
+                f"approximation of rank {rank} yields at most {rank} components."
             )
-        rng = np.random.default_rng(check_random_state(self.random_state))
-        landmarks = select_landmarks(kernel, X, m, self.sampling, rng=rng, block_bytes=block_bytes)
-        return fit_nystrom(
-            kernel, X, landmarks, rule, block_bytes=block_bytes, method=self.nystrom_method
-        )
 
     @property
     def landmarks_(self) -> np.ndarray | da.Array:
         """The Nyström solver's landmarks (the fitted basis points)."""
         check_is_fitted(self, "basis_")
-        if self.solver_ != "nystrom":
-            raise AttributeError(f"landmarks_ exists for solver='nystrom', not {self.solver_!r}")
+        if self.solver_ not in ("nystrom", "fixed_size", "icf"):
+            raise AttributeError(
+                f"landmarks_ exists for the nystrom, fixed_size and icf solvers, not "
+                f"{self.solver_!r}"
+            )
         return self.basis_.basis
 
     def _resolve_kernel(self, n_features: int) -> Kernel:
@@ -372,12 +444,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 basis_data=basis_data,
             )
             self.n_iter_ = 2 if self.refine else 1
-        elif solver == "nystrom":
-            basis = self._fit_nystrom(kernel, Xd, rule, block_bytes)
+        elif solver in ("nystrom", "fixed_size", "icf"):
+            basis, self.n_iter_ = self._fit_landmarks(solver, kernel, Xd, rule, block_bytes)
             vectors = basis.transform(Xd) / np.sqrt(basis.eigenvalues)  # lazy: n x k
             if not is_lazy(X):
                 (vectors,) = compute(vectors)
-            self.n_iter_ = 1
         else:
             basis, vectors, result = fit_randomized(
                 kernel,

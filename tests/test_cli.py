@@ -78,6 +78,23 @@ def test_fit_with_nystrom_from_the_command_line(store, tmp_path, capsys):
                                .fit(X).transform(X[:5]), atol=1e-8)
 
 
+@pytest.mark.parametrize(("options", "attribute"), [
+    (["--solver", "fixed_size", "--n-landmarks", "40", "--selection", "renyi"], "entropy_trace_"),
+    (["--solver", "icf", "--icf-tol", "2.0", "--max-rank", "50"], "residual_trace_"),
+])
+def test_fit_with_fixed_size_and_icf_from_the_command_line(options, attribute, store, tmp_path,
+                                                           capsys):
+    path, X = store
+    status = main(["fit", str(path), "--component", "X", "--out", str(tmp_path / "m.zarr"),
+                   "--n-components", "2", "--random-state", "0", "--quiet", *options])
+    assert status == 0 and f"({options[1]})" in capsys.readouterr().out
+    model = dkpca.load(tmp_path / "m.zarr")
+    reference = dkpca.KernelPCA(2, solver=options[1], n_landmarks=40, selection="renyi",
+                                icf_tol=2.0, max_rank=50, random_state=0).fit(X)
+    np.testing.assert_allclose(getattr(model, attribute), getattr(reference, attribute), rtol=1e-12)
+    np.testing.assert_allclose(model.transform(X[:5]), reference.transform(X[:5]), atol=1e-8)
+
+
 @pytest.fixture
 def saved_model(store, tmp_path):
     _, X = store

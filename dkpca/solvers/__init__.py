@@ -5,13 +5,18 @@ from ._components import ComponentRule
 from ._landmarks import SAMPLINGS, select_landmarks
 from ._sketches import Sketch
 from .exact import fit_exact
+from .fixed_size import SELECTIONS, FixedSizeResult, select_fixed_size
+from .icf import IncompleteCholesky, incomplete_cholesky
 from .nystrom import fit_nystrom
 from .randomized import fit_randomized
 from .sketch import fit_pca_sketch, fit_sketch
 
 __all__ = [
     "SAMPLINGS",
+    "SELECTIONS",
     "ComponentRule",
+    "FixedSizeResult",
+    "IncompleteCholesky",
     "KernelBasis",
     "Sketch",
     "fit_exact",
@@ -19,5 +24,7 @@ __all__ = [
     "fit_pca_sketch",
     "fit_randomized",
     "fit_sketch",
+    "incomplete_cholesky",
+    "select_fixed_size",
     "select_landmarks",
 ]

@@ -15,7 +15,7 @@ import numpy as np
 from dkpca.blocked import compute, kernel_diagonal, kernel_matrix, worker_block_bytes
 from dkpca.kernels import Kernel
 
-__all__ = ["SAMPLINGS", "sampling_probabilities", "select_landmarks"]
+__all__ = ["SAMPLINGS", "kmeans_sample", "sampling_probabilities", "select_landmarks"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,34 @@ def sampling_probabilities(
     return weights / total
 
 
+def kmeans_sample(
+    X: da.Array, n_clusters: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """k-means centroids of a uniform subsample of ``X``, with that subsample.
+
+    The subsample has :data:`KMEANS_POINTS_PER_LANDMARK` points per cluster (at least 10,000,
+    at most all of ``X``). Returns ``(centroids, sample, index)``: ``sample = X[index]``,
+    ``index`` ascending.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> X = da.from_array(np.arange(40.0).reshape(20, 2), chunks=7)
+    >>> centroids, sample, index = kmeans_sample(X, 3, np.random.default_rng(0))
+    >>> centroids.shape, sample.shape, index.shape
+    ((3, 2), (20, 2), (20,))
+    """
+    from sklearn.cluster import KMeans
+
+    n = X.shape[0]
+    size = min(n, max(10_000, KMEANS_POINTS_PER_LANDMARK * n_clusters))
+    index = np.sort(rng.choice(n, size=size, replace=False))
+    (sample,) = compute(X[index])
+    seed = int(rng.integers(2**31 - 1))
+    model = KMeans(n_clusters, n_init=1, max_iter=50, random_state=seed).fit(sample)
+    return model.cluster_centers_.astype(X.dtype, copy=False), np.asarray(sample), index
+
+
 def select_landmarks(
     kernel: Kernel,
     X: da.Array,
@@ -86,14 +114,8 @@ def select_landmarks(
     """
     n = X.shape[0]
     if sampling == "kmeans":
-        from sklearn.cluster import KMeans
-
-        size = min(n, max(10_000, KMEANS_POINTS_PER_LANDMARK * n_landmarks))
-        index = np.sort(rng.choice(n, size=size, replace=False))
-        (sample,) = compute(X[index])
-        seed = int(rng.integers(2**31 - 1))
-        model = KMeans(n_landmarks, n_init=1, max_iter=50, random_state=seed).fit(sample)
-        return model.cluster_centers_.astype(X.dtype, copy=False)
+        centroids, _, _ = kmeans_sample(X, n_landmarks, rng)
+        return centroids
     p = sampling_probabilities(kernel, X, sampling, block_bytes=worker_block_bytes(block_bytes))
     if p is not None and np.count_nonzero(p) < n_landmarks:
         raise ValueError(

@@ -91,6 +91,7 @@ def fit_nystrom(
     *,
     block_bytes: int,
     method: str = "feature_map",
+    feature_map: np.ndarray | None = None,
 ) -> KernelBasis:
     """Nyström kernel PCA with the given landmarks.
 
@@ -104,6 +105,10 @@ def fit_nystrom(
     block_bytes : int
         Memory for one strip of ``K(X, L)`` inside a task.
     method : {"feature_map", "extension"}, default="feature_map"
+    feature_map : (m, r) array, optional
+        ``R`` with ``R Rᵀ = K_LL⁺``, so that ``φ(x) = k(x, L) R``; by default
+        :func:`inverse_sqrt` of ``K_LL``. Any such ``R`` gives the same kernel PCA (incomplete
+        Cholesky passes ``L⁻ᵀ``).
 
     Returns
     -------
@@ -134,7 +139,7 @@ def fit_nystrom(
     if method == "extension":
         (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
         return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
-    R = inverse_sqrt(K_LL)
+    R = inverse_sqrt(K_LL) if feature_map is None else feature_map
     # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile: m x m
     # moments need no more, and products on a few thousand rows already run at full speed.
     strip = max(1, worker_block_bytes(block_bytes) // (4 * m * X.dtype.itemsize))

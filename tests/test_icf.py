@@ -1,0 +1,112 @@
+"""Incomplete Cholesky factorisation (ICF) and kernel PCA on its pivots."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import match_signs, similarity
+
+from dkpca import KernelPCA
+from dkpca.kernels import RBF
+from dkpca.solvers import incomplete_cholesky
+
+
+def dense_pivoted_cholesky(K, diagonal, max_rank):
+    """Reference: the textbook greedy pivoted Cholesky on the whole matrix.
+
+    ``diagonal`` is the kernel's exact diagonal (``np.diag(K)`` of an RBF matrix from the GEMM
+    expansion is 1 only up to rounding, which would decide the first pivot among ties).
+    """
+    residual = diagonal.copy()
+    G, pivots = np.zeros((len(K), 0)), []
+    for _ in range(max_rank):
+        p = int(np.argmax(residual))
+        g = (K[:, p] - G @ G[p]) / np.sqrt(residual[p])
+        G = np.column_stack([G, g])
+        residual -= g**2
+        pivots.append(p)
+    return G, pivots
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=3, size=(6, 3))
+    return centres[rng.integers(6, size=400)] + rng.normal(size=(400, 3))
+
+
+@pytest.mark.parametrize(("chunks", "pool_size"), [(400, 256), (37, 5), (10, 64)])
+def test_factor_matches_dense_pivoted_cholesky(blobs, chunks, pool_size):
+    kernel = RBF(gamma=0.3)
+    icf = incomplete_cholesky(kernel, da.from_array(blobs, chunks=chunks), tol=0.0, max_rank=60,
+                              pool_size=pool_size)
+    G_ref, pivots = dense_pivoted_cholesky(kernel.pairwise(blobs), kernel.diag(blobs), 60)
+    np.testing.assert_array_equal(icf.index, pivots)
+    np.testing.assert_allclose(icf.rows(blobs), G_ref, atol=1e-8)
+    # Several pivots per pass (small pools need more passes, never one per pivot).
+    assert icf.n_passes < 60
+
+
+def test_residual_trace_is_below_tol_and_rank_grows_as_tol_falls(blobs):
+    kernel = RBF(gamma=0.3)
+    K = kernel.pairwise(blobs)
+    ranks = []
+    for tol in (40.0, 4.0, 0.4, 0.04):
+        icf = incomplete_cholesky(kernel, da.from_array(blobs, chunks=100), tol=tol,
+                                  max_rank=400)
+        G = icf.rows(blobs)
+        residual = np.trace(K - G @ G.T)
+        assert residual < tol
+        assert icf.trace_history[-1] >= residual - 1e-9  # exact, or an upper bound
+        ranks.append(icf.rank)
+    assert ranks == sorted(ranks) and len(set(ranks)) == 4
+
+
+def test_max_rank_limits_the_pivots(blobs):
+    icf = incomplete_cholesky(RBF(gamma=0.3), da.from_array(blobs), tol=0.0, max_rank=17)
+    assert icf.rank == 17
+
+
+def test_equations_16_to_19_agree_with_eigh_of_the_centred_factor(blobs):
+    kernel = RBF(gamma=0.3)
+    icf = incomplete_cholesky(kernel, da.from_array(blobs, chunks=100), tol=1.0, max_rank=400)
+    G = icf.rows(blobs)
+    n = len(G)
+    M_c = np.eye(n) - 1 / n
+    reference, vectors = np.linalg.eigh(M_c @ G @ G.T @ M_c)
+    reference, vectors = reference[::-1][:5], vectors[:, ::-1][:, :5]
+    # Eqs. (16)-(19) as printed: SVD of G, then (U^T M_c U) Λ² ρ = λ ρ, α ∝ M_c U Λ² ρ.
+    U, s, _ = np.linalg.svd(G, full_matrices=False)
+    values, rho = np.linalg.eig(U.T @ M_c @ U @ np.diag(s**2))
+    order = np.argsort(-values.real)[:5]
+    values, rho = values.real[order], rho.real[:, order]
+    np.testing.assert_allclose(values, reference, rtol=1e-9)
+    alpha = M_c @ U @ np.diag(s**2) @ rho
+    alpha /= np.linalg.norm(alpha, axis=0)
+    np.testing.assert_allclose(np.abs(np.sum(alpha * vectors, axis=0)), 1, atol=1e-8)
+    # The solver (feature PCA on the pivots, L^-T as the feature map) gives the same.
+    model = KernelPCA(5, kernel=kernel, solver="icf", icf_tol=1.0, max_rank=400).fit(
+        da.from_array(blobs, chunks=100))
+    np.testing.assert_array_equal(model.landmarks_, icf.pivots)
+    np.testing.assert_allclose(model.eigenvalues_, reference, rtol=1e-8)
+    np.testing.assert_allclose(match_signs(model.eigenvectors_, vectors), vectors, atol=1e-6)
+
+
+def test_vanishing_tol_gives_exact_kpca(blobs):
+    exact = KernelPCA(6, gamma=0.3, solver="exact").fit(blobs)
+    model = KernelPCA(6, gamma=0.3, solver="icf", icf_tol=1e-9, max_rank=400).fit(blobs)
+    np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_, rtol=1e-6)
+    assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 1 - 1e-6)
+    assert model.residual_trace_[-1] < 1e-9
+
+
+def test_icf_kpca_tracks_exact_on_digits(digits):
+    exact = KernelPCA(3, gamma=1 / 64, solver="exact").fit(digits)
+    model = KernelPCA(3, gamma=1 / 64, solver="icf", max_rank=400).fit(digits)
+    assert model.landmarks_.shape == (400, 64)
+    assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 0.95)
+    assert np.all(np.diff(model.residual_trace_) < 0)
+
+
+def test_too_many_components_for_the_rank_is_an_error(blobs):
+    with pytest.raises(ValueError, match="n_components=20 exceeds the ICF rank=5"):
+        KernelPCA(20, gamma=0.3, solver="icf", max_rank=5).fit(blobs)
