@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_kernel.py
 	$(PY) benchmarks/bench_kpca.py
 	$(PY) benchmarks/bench_nystrom.py
+	$(PY) benchmarks/bench_landmarks.py
 
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff

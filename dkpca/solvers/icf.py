@@ -109,7 +109,9 @@ def _pool_of_block(block: np.ndarray, start: int, factor: IncompleteCholesky,
     residual -= (factor.rows(block) ** 2).sum(axis=1)
     np.maximum(residual, 0.0, out=residual)
     top = np.argsort(-residual, kind="stable")[:size]
-    return float(residual.sum()), [(float(residual[i]), -(start + i), block[i]) for i in top]
+    rows = block[top]  # a copy: views would keep every chunk alive through the reduction
+    return float(residual.sum()), [(float(residual[i]), -(start + i), row)
+                                   for i, row in zip(top, rows, strict=True)]
 
 
 def _merge_pools(size: int, *parts: tuple[float, list]) -> tuple[float, list]:
