@@ -102,3 +102,12 @@ def test_a_wide_parzen_window_picks_outlying_landmarks(digits):
     assert spread["wide"] > 1.1 * spread["default"]
     assert similarity(wide.eigenvectors_, exact.eigenvectors_)[0] < similarity(
         default.eigenvectors_, exact.eigenvectors_)[0]
+
+
+@pytest.mark.distributed
+def test_same_selection_on_a_distributed_client(two_densities, client):
+    X = da.from_array(two_densities, chunks=2500)
+    local = select_fixed_size(X, 30, rng=np.random.default_rng(3), max_iter=3)
+    on_cluster = KernelPCA(3, solver="fixed_size", n_landmarks=30, max_iter=3,
+                           random_state=3).fit(X)
+    np.testing.assert_array_equal(on_cluster.landmarks_, local.landmarks)

@@ -110,3 +110,11 @@ def test_icf_kpca_tracks_exact_on_digits(digits):
 def test_too_many_components_for_the_rank_is_an_error(blobs):
     with pytest.raises(ValueError, match="n_components=20 exceeds the ICF rank=5"):
         KernelPCA(20, gamma=0.3, solver="icf", max_rank=5).fit(blobs)
+
+
+@pytest.mark.distributed
+def test_same_pivots_on_a_distributed_client(blobs, client):
+    X = da.from_array(blobs, chunks=50)
+    local = incomplete_cholesky(RBF(gamma=0.3), X, tol=0.5, max_rank=400)
+    on_cluster = KernelPCA(4, gamma=0.3, solver="icf", icf_tol=0.5).fit(X)
+    np.testing.assert_array_equal(on_cluster.landmarks_, local.pivots)
