@@ -215,12 +215,18 @@ def _gather(X: da.Array, index: np.ndarray) -> np.ndarray:
     return out
 
 
-def _initial_set(X: da.Array, M: int, selection: str,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _initial_set(X: da.Array, M: int, selection: str, rng: np.random.Generator,
+                 sample_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the starting working set (rows, index) and a uniform sample of the rows.
+
+    The sample (at least ``sample_size`` rows for FS; the k-means sample for FS2) comes from
+    the same read as the working set, so the default Parzen window costs no read of its own.
+    """
     n = X.shape[0]
     if selection == "renyi":
-        index = np.sort(rng.choice(n, size=M, replace=False))
-        return _gather(X, index), index
+        index = rng.choice(n, size=max(M, min(n, sample_size)), replace=False)
+        sample = _gather(X, index)  # in random order: its first M rows are a uniform draw
+        return sample[:M], index[:M], sample
     # FS2: k-means centroids, each snapped to a distinct nearest point of the k-means sample.
     centroids, sample, sample_index = kmeans_sample(X, M, rng)
     d2 = ((centroids**2).sum(1)[:, None] - 2 * centroids @ sample.T
@@ -232,7 +238,7 @@ def _initial_set(X: da.Array, M: int, selection: str,
         row[taken] = np.inf
         chosen[c] = int(np.argmin(row))
         taken[chosen[c]] = True
-    return sample[chosen], sample_index[chosen]
+    return sample[chosen], sample_index[chosen], sample
 
 
 def select_fixed_size(
@@ -257,7 +263,7 @@ def select_fixed_size(
     rng : numpy Generator
     gamma : float, optional
         The Parzen window ``exp(-gamma ||x - y||²)``; by default :func:`parzen_gamma` of the
-        mean feature variance of a uniform sample of the rows.
+        mean feature variance of a uniform sample of the rows (read with the initial set).
     tol : float, default=1e-4
         Stop when an iteration raises the entropy by less than this fraction.
     max_iter : int, default=50
@@ -283,13 +289,13 @@ def select_fixed_size(
     n, d = X.shape
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    rows, index, sample = _initial_set(X, n_landmarks, selection, rng,
+                                       VARIANCE_SAMPLE if gamma is None else 0)
     if gamma is None:
-        sample = _gather(X, np.sort(rng.choice(n, size=min(n, VARIANCE_SAMPLE), replace=False)))
         variance = float(np.var(sample, axis=0, dtype=np.float64).mean())
         if not np.isfinite(variance) or variance <= 0:
             raise ValueError("KernelPCA: fixed-size selection needs finite, not all equal rows.")
         gamma = parzen_gamma(variance, n_landmarks, d)
-    rows, index = _initial_set(X, n_landmarks, selection, rng)
     working = _WorkingSet(RBF(gamma=gamma), rows, index)
     trace, swaps = [working.entropy], 0
     batch_size = min(n - n_landmarks, max(1000, CANDIDATES_PER_LANDMARK * n_landmarks))
