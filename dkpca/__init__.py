@@ -14,7 +14,8 @@ from typing import Any
 from . import kernels, xarray  # xarray: registers the DataArray.dkpca accessor
 from .io import as_dask, load, save
 
-_LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.linear"}
+_LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.linear",
+         "select_model": "dkpca.selection", "ModelSelection": "dkpca.selection"}
 
 
 def __getattr__(name: str) -> Any:
@@ -35,4 +36,5 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["PCA", "KernelPCA", "__version__", "as_dask", "kernels", "load", "save", "xarray"]
+__all__ = ["PCA", "KernelPCA", "ModelSelection", "__version__", "as_dask", "kernels", "load",
+           "save", "select_model", "xarray"]

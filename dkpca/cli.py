@@ -1,9 +1,11 @@
-"""The ``dkpca`` command: ``fit``, ``transform``, ``info`` and ``demo``.
+"""The ``dkpca`` command: ``select``, ``fit``, ``transform``, ``info`` and ``demo``.
 
-``dkpca fit INPUT --out MODEL`` fits kernel PCA on a Zarr array (a path or URL, or a group and
-``--component``) and saves the model; ``dkpca transform MODEL INPUT --out SCORES`` writes the
-scores as a Zarr group that xarray opens as a Dataset; ``dkpca info MODEL`` describes a saved
-model; ``dkpca demo`` is what ``make run`` runs. ``fit`` and ``transform`` start an embedded
+``dkpca select INPUT`` chooses the RBF width and the number of components (MDD, kernel parallel
+analysis or Shannon entropy), prints the choice and writes its figure; ``dkpca fit INPUT --out
+MODEL`` fits kernel PCA on a Zarr array (a path or URL, or a group and ``--component``) and
+saves the model; ``dkpca transform MODEL INPUT --out SCORES`` writes the scores as a Zarr group
+that xarray opens as a Dataset; ``dkpca info MODEL`` describes a saved model; ``dkpca demo`` is
+what ``make run`` runs. ``select``, ``fit`` and ``transform`` start an embedded
 ``LocalCluster`` unless ``--scheduler`` names a running one.
 
 A user error (a missing input, a bad parameter, a wrong shape, an existing output) prints one
@@ -66,6 +68,31 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
     return value
+
+
+def _sigma2_grid(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers, got {text}") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive numbers, got {text}")
+    return values
+
+
+def _validation(text: str) -> str | int | float | None:
+    """Parse ``rest``, ``none``, a count or a fraction in (0, 1]."""
+    if text in ("rest", "none"):
+        return None if text == "none" else text
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be rest, none, a count (500) or a fraction (0.5), got {text}"
+            ) from None
 
 
 def _input_options(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +170,41 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="command", required=True)
 
+    select = commands.add_parser(
+        "select", parents=[common], help="choose the RBF width and number of components",
+        description="Choose sigma2 and the number of components for RBF kernel PCA on INPUT "
+                    "(MDD, kernel parallel analysis or Shannon entropy), print the choice and "
+                    "write the figure of the data and noise spectra.",
+    )
+    select.add_argument("input", help="Zarr array (path or URL), or a group with --component")
+    _input_options(select)
+    group = select.add_argument_group("model selection")
+    group.add_argument("--method", default="mdd", choices=["mdd", "kpa", "shannon"])
+    group.add_argument("--n-components", type=_positive_int, default=None,
+                       help="fix the number of components and choose sigma2 only")
+    group.add_argument("--n-draws", type=_positive_int, default=100,
+                       help="Monte Carlo draws or permutations (default: 100)")
+    group.add_argument("--percentile", type=float, default=95.0,
+                       help="noise spectrum percentile over the draws (default: 95)")
+    group.add_argument("--sigma2-grid", type=_sigma2_grid, default=None, metavar="S1,S2,...",
+                       help="widths to try (default: 20 from 0.1x to 10x the rule of thumb)")
+    group.add_argument("--training", default="random", choices=["random", "fs2", "icf"],
+                       help="training set: random rows, FS2 landmarks or ICF pivots")
+    group.add_argument("--n-train", type=_positive_int, default=None,
+                       help="training-set size (default: half the rows, at most 1000)")
+    group.add_argument("--validation", type=_validation, default="rest",
+                       help="rest (default), none, a count or a fraction of the other rows")
+    group.add_argument("--icf-tol", type=float, default=None,
+                       help="--training icf: residual trace at which pivoting stops")
+    group.add_argument("--random-state", type=int, default=None)
+    group = select.add_argument_group("output")
+    group.add_argument("--plot", default="model-selection.png",
+                       help="figure to write (default: model-selection.png)")
+    group.add_argument("--table", default=None,
+                       help="also write the spectra and criteria as a Zarr group (xarray)")
+    group.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    _cluster_options(select)
+
     fit = commands.add_parser("fit", parents=[common], help="fit kernel PCA on a Zarr array",
                               description="Fit kernel PCA on INPUT and save the model.")
     fit.add_argument("input", help="Zarr array (path or URL), or a group with --component")
@@ -167,12 +229,15 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo", parents=[common],
-        help="fit kernel PCA on generated rings and plot the first two components",
+        help="choose the model by MDD, fit kernel PCA on generated rings, plot both",
     )
     demo.add_argument("--out", type=Path, default=Path("demo-output"),
                       help="folder for the figure (default: demo-output)")
     demo.add_argument("--n-samples", type=_positive_int, default=3000)
-    demo.add_argument("--n-components", type=_positive_int, default=4)
+    demo.add_argument("--n-components", type=_positive_int, default=None,
+                      help="fix the number of components (default: chosen by MDD)")
+    demo.add_argument("--n-draws", type=_positive_int, default=50,
+                      help="MDD Monte Carlo draws (default: 50)")
     demo.add_argument("--random-state", type=int, default=0)
     _cluster_options(demo)
     return parser
@@ -248,6 +313,56 @@ def _fit(args: argparse.Namespace) -> str:
             f"{X.shape[1]}: {model.n_components_} components explaining "
             f"{model.explained_variance_ratio_.sum():.1%} of the variance, in {elapsed:.1f} s; "
             f"model: {args.out}")
+
+
+def _select(args: argparse.Namespace) -> str:
+    from dkpca.io import check_destination
+    from dkpca.selection import select_model
+
+    X, _ = _open_input(args)
+    plot = Path(args.plot)
+    if plot.exists() and not args.overwrite:
+        raise UsageError(f"--plot {plot} exists; pass --overwrite to replace it")
+    if args.table is not None:
+        check_destination(args.table, overwrite=args.overwrite)
+    started = time.perf_counter()
+    with _cluster(_client_options(args)):
+        logger.info("selecting the model for %s (%d x %d) by %s", args.input, *X.shape,
+                    args.method)
+        result = select_model(
+            X, args.method, sigma2_grid=args.sigma2_grid, n_components=args.n_components,
+            n_draws=args.n_draws, percentile=args.percentile, training=args.training,
+            n_train=args.n_train, validation=args.validation, icf_tol=args.icf_tol,
+            random_state=args.random_state,
+        )
+    elapsed = time.perf_counter() - started
+    import matplotlib
+
+    matplotlib.use("Agg")
+    result.plot(plot)
+    if args.table is not None:
+        from dkpca.io import atomic_location
+
+        with atomic_location(args.table, overwrite=args.overwrite) as temp:
+            result.table.to_zarr(temp.store, mode="w-", consolidated=False)
+    if not args.quiet:
+        _print_selection(result)
+    next_step = ("" if result.sigma2 is None or not result.n_components else
+                 f"; next: dkpca fit {args.input} --sigma2 {result.sigma2:.6g} "
+                 f"--n-components {result.n_components} --out MODEL")
+    return f"{result} in {elapsed:.1f} s; figure: {plot}{next_step}"
+
+
+def _print_selection(result: Any) -> None:
+    table = result.table
+    print(f"rule of thumb sigma2 (eq. 20): {table.attrs['rule_of_thumb']:.4g}; training "
+          f"{table.attrs['n_train']} points, validation {table.attrs['n_validation']}")
+    print("    sigma2  components  information")
+    for sigma2, count, info in zip(table["sigma2"].values, table["n_components"].values,
+                                   table["information"].values, strict=True):
+        if count >= 0:
+            mark = "  <- chosen" if sigma2 == result.sigma2 else ""
+            print(f"{sigma2:10.4g}  {count:10d}  {info:11.4g}{mark}")
 
 
 def _print_eigenvalues(model: Any) -> None:
@@ -350,7 +465,8 @@ def _run(args: argparse.Namespace) -> str:
         _print_eigenvalues(model)
         return summary
     with progress_bar(sys.stderr) if not args.quiet else contextlib.nullcontext():
-        return _fit(args) if args.command == "fit" else _transform(args)
+        handlers = {"select": _select, "fit": _fit, "transform": _transform}
+        return handlers[args.command](args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -126,6 +126,11 @@ BAD = {
                                 "--workers", "2"], "--workers apply to the embedded cluster"),
     "partial TLS": (["fit", "{tmp}/data.zarr", "--component", "X", "--out", "{tmp}/m.zarr",
                      "--tls-cert", "{tmp}/cert.pem"], "missing: --tls-ca-file, --tls-key"),
+    "select: existing plot": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                               "{tmp}/wide.zarr"], "exists; pass --overwrite"),
+    "select: bad validation": (["select", "{tmp}/data.zarr", "--component", "X",
+                                "--validation", "5000", "--plot", "{tmp}/p.png"],
+                               "validation=5000 asks for more than"),
     "unknown sample dim": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
                             "{tmp}/m.zarr", "--sample-dim", "depth"], "'depth' is not a dim"),
 }
@@ -169,12 +174,37 @@ def test_user_error_from_the_shell_has_no_traceback(tmp_path):
 @pytest.mark.distributed
 def test_demo_writes_figure_and_prints_eigenvalues(tmp_path, capsys):
     out = tmp_path / "demo"
-    status = main(["demo", "--out", str(out), "--n-samples", "400", *CLUSTER, "--quiet"])
+    status = main(["demo", "--out", str(out), "--n-samples", "400", "--n-draws", "10", *CLUSTER,
+                   "--quiet"])
     captured = capsys.readouterr()
     assert status == 0
     assert "eigenvalues of the centred kernel matrix" in captured.out
+    assert "MDD chose sigma2" in captured.out
     assert (out / "kpca-rings.png").stat().st_size > 10_000
-    assert list(out.iterdir()) == [out / "kpca-rings.png"]  # no partial file left behind
+    assert (out / "model-selection.png").stat().st_size > 10_000
+    # no partial file left behind
+    assert sorted(out.iterdir()) == [out / "kpca-rings.png", out / "model-selection.png"]
+
+
+@pytest.mark.distributed
+def test_select_prints_the_choice_and_writes_figure_and_table(tmp_path, capsys):
+    from dkpca.datasets import make_semicircles
+
+    X, _, _ = make_semicircles(300, random_state=0)
+    zarr.create_array(tmp_path / "semi.zarr", data=X, chunks=(100, 2))
+    plot, table = tmp_path / "selection.png", tmp_path / "table.zarr"
+    status = main(["select", str(tmp_path / "semi.zarr"), "--n-draws", "10", "--n-train", "100",
+                   "--random-state", "0", "--plot", str(plot), "--table", str(table), *CLUSTER])
+    out = capsys.readouterr().out
+    assert status == 0
+    expected = dkpca.select_model(X, n_draws=10, n_train=100, random_state=0)
+    assert f"MDD: sigma2 = {expected.sigma2:.4g}, n_components = {expected.n_components}" in out
+    assert "<- chosen" in out and f"--n-components {expected.n_components}" in out
+    assert plot.stat().st_size > 10_000
+    saved = xr.open_zarr(table, consolidated=False)
+    np.testing.assert_allclose(saved["information"], expected.table["information"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["selection.png", "semi.zarr",
+                                                          "table.zarr"]
 
 
 def test_demo_user_error_is_one_line_and_status_2(tmp_path):

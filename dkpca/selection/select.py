@@ -1,0 +1,322 @@
+"""``select_model``: the RBF width and the number of components, by MDD, kPA or Shannon entropy.
+
+The steps (MDD paper §IV and Fig. 8):
+
+1. a training set (random rows, fixed-size FS2 landmarks or ICF pivots) and a validation set;
+2. one pass over the data: the training rows, the four moments and the maximum of the
+   distances from training to training ∪ validation points, and the feature variances for the
+   rule of thumb (eq. 20) that centres the default grid;
+3. the data's centred-kernel spectrum ``λ(σ²)`` on the training set, and ``n_draws`` noise
+   spectra (MDD: drawn distance matrices; kPA: permuted training data), each draw an
+   independent task seeded by ``SeedSequence.spawn`` and reusing its distances over the grid;
+4. ``τ(σ²)`` = the per-index percentile of the noise spectra; ``n_c(σ²)`` by eq. (14),
+   ``I_s(σ²)`` by eq. (15), and the ``σ²`` with the largest ``I_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+from collections.abc import Sequence
+
+import dask
+import numpy as np
+import xarray as xr
+
+from dkpca._typing import ArrayLike, RandomStateLike
+from dkpca._validation import Interval, Options, check_random_state, validate_params
+from dkpca.blocked import compute
+from dkpca.io import as_dask
+
+from . import entropy, kpa, mdd
+from ._distances import distance_moments
+from ._spectra import centred_rbf_eigenvalues, squared_distances
+from .result import ModelSelection
+from .rules import default_sigma2_grid
+
+__all__ = ["METHODS", "TRAININGS", "select_model"]
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("mdd", "kpa", "shannon")
+TRAININGS = ("random", "fs2", "icf")
+
+#: Shannon's default grid: from 100 times below to 100 times above the rule of thumb.
+SHANNON_GRID_DECADES = 2.0
+SHANNON_GRID_POINTS = 41
+
+#: Default training-set size cap: every draw holds and decomposes ``n_t × n_t`` matrices.
+MAX_DEFAULT_TRAIN = 1000
+
+_CONSTRAINTS = {
+    "method": [Options(set(METHODS))],
+    "n_components": [Interval("int", 1, None), None],
+    "n_draws": [Interval("int", 1, None)],
+    "percentile": [Interval("real", 0, 100, closed="neither")],
+    "n_train": [Interval("int", 3, None), None],
+    "max_components": [Interval("int", 1, None), None],
+    "entropy_bins": [Interval("int", 2, None)],
+    "icf_tol": [Interval("real", 0, None, closed="neither"), None],
+}
+
+
+def _pick_training(Xd, training, n_train, has_validation, rng, rule_of_thumb, icf_tol):
+    """Return ``(index, train)``; ``train`` is in memory, or ``None`` to gather lazily."""
+    n = Xd.shape[0]
+    if not isinstance(training, str):
+        index = np.unique(np.asarray(training, dtype=np.int64))
+        if index.size < 3 or index[0] < 0 or index[-1] >= n:
+            raise ValueError(f"select_model: training must hold at least 3 row indices in "
+                             f"[0, {n}), got {index.size} rows from {index[:1]} to {index[-1:]}")
+        return index, None
+    if training not in TRAININGS:
+        raise ValueError(f"select_model: training must be one of {TRAININGS} or row indices, "
+                         f"got {training!r}")
+    if n_train is None:
+        n_train = min(MAX_DEFAULT_TRAIN, n // 2 if has_validation else n)
+    if n_train < 3 or n_train > n:
+        raise ValueError(f"select_model: need 3 <= n_train <= n_samples = {n}, got {n_train}")
+    if training == "random":
+        return np.sort(rng.choice(n, n_train, replace=False)), None
+    if training == "fs2":
+        from dkpca.solvers.fixed_size import select_fixed_size
+
+        chosen = select_fixed_size(Xd, n_train, "renyi_kmeans", rng=rng)
+        return chosen.index, np.asarray(chosen.landmarks, dtype=np.float64)
+    from dkpca.kernels import RBF
+    from dkpca.solvers.icf import incomplete_cholesky
+
+    chosen = incomplete_cholesky(RBF(sigma2=rule_of_thumb), Xd, tol=icf_tol, max_rank=n_train)
+    order = np.argsort(chosen.index)
+    return chosen.index[order], np.asarray(chosen.pivots, dtype=np.float64)[order]
+
+
+def _validation_set(Xd, validation, index, rng):
+    """Return ``(others, others_include_train, n_validation)`` for the distance moments."""
+    n = Xd.shape[0]
+    rest = n - index.size
+    if isinstance(validation, str):
+        if validation != "rest":
+            raise ValueError(f"select_model: validation must be 'rest', None, a count, a "
+                             f"fraction or an array, got {validation!r}")
+        return (Xd, True, rest) if rest else (None, False, 0)
+    if validation is None:
+        return None, False, 0
+    if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
+        if isinstance(validation, numbers.Integral):
+            count = int(validation)
+        else:
+            count = round(float(validation) * rest) if 0 < validation <= 1 else -1
+        if not 0 <= count <= rest:
+            raise ValueError(f"select_model: validation={validation!r} asks for more than the "
+                             f"{rest} rows outside the training set (or is not a fraction in "
+                             f"(0, 1])")
+        if count == 0:
+            return None, False, 0
+        outside = np.setdiff1d(np.arange(n), index, assume_unique=True)
+        return Xd[np.sort(rng.choice(outside, count, replace=False))], False, count
+    others = as_dask(validation, name="validation")
+    if others.shape[1] != Xd.shape[1]:
+        raise ValueError(f"select_model: validation has {others.shape[1]} features, X has "
+                         f"{Xd.shape[1]}")
+    return others, False, others.shape[0]
+
+
+def _check_grid(sigma2_grid: Sequence[float]) -> np.ndarray:
+    grid = np.unique(np.asarray(sigma2_grid, dtype=np.float64).ravel())
+    if grid.size == 0 or not np.all(np.isfinite(grid)) or grid[0] <= 0:
+        raise ValueError(f"select_model: sigma2_grid must hold positive finite values, got "
+                         f"{sigma2_grid!r}")
+    return grid
+
+
+def _spectra(method, seeds, train, sq_distances, moments, grid, k, percentile):
+    """``(λ, τ)``, each ``(len(grid), k)``: the data's and the noise's percentile spectra.
+
+    One compute: the data's spectra and every draw are independent tasks.
+    """
+    n_t = train.shape[0]
+    data = dask.delayed(centred_rbf_eigenvalues, pure=True)(dask.delayed(sq_distances), grid, k)
+    if method == "kpa":
+        shared = dask.delayed(train)
+        draws = [dask.delayed(kpa.permutation_spectra, pure=True)(s, shared, grid, k)
+                 for s in seeds]
+    else:
+        draws = [dask.delayed(mdd.noise_spectra, pure=True)(s, moments, n_t, grid, k)
+                 for s in seeds]
+    logger.info("select_model: %s, %d draws over %d sigma2 values of %d x %d matrices",
+                method, len(seeds), len(grid), n_t, n_t)
+    lam, *noise = compute(data, *draws)
+    return lam, np.percentile(np.stack(noise), percentile, axis=0)
+
+
+def select_model(
+    X: ArrayLike,
+    method: str = "mdd",
+    *,
+    sigma2_grid: Sequence[float] | None = None,
+    n_components: int | None = None,
+    n_draws: int = 100,
+    percentile: float = 95.0,
+    training: str | Sequence[int] = "random",
+    n_train: int | None = None,
+    validation: str | float | ArrayLike | None = "rest",
+    max_components: int | None = None,
+    entropy_bins: int = entropy.DEFAULT_BINS,
+    icf_tol: float | None = None,
+    random_state: RandomStateLike = None,
+) -> ModelSelection:
+    """Choose the RBF width ``σ²`` and the number of kernel principal components.
+
+    Parameters
+    ----------
+    X : array-like, dask array, DataArray or Zarr path
+        ``(n_samples, n_features)``; read once (plus the training-set search for ``"fs2"`` and
+        ``"icf"``).
+    method : {"mdd", "kpa", "shannon"}, default="mdd"
+        ``"mdd"``: noise spectra from distance matrices drawn from the Pearson distribution with
+        the data's distance moments (Varon, Alzate & Suykens 2015). ``"kpa"``: kernel parallel
+        analysis, noise from the training data with every feature permuted (Jørgensen & Hansen
+        2012). ``"shannon"``: ``σ²`` maximising the Shannon entropy of the kernel matrix's values
+        (Widjaja et al. 2012), then the number of components by MDD at that ``σ²``.
+    sigma2_grid : sequence of float, optional
+        Widths to try, in ``exp(-||x - y||² / (2σ²))``. Default: 20 log-spaced values from a
+        tenth to ten times the rule of thumb eq. (20) (:func:`default_sigma2_grid`); with
+        ``training="icf"``, the rule of thumb alone (the pivots depend on ``σ²``, as in the
+        paper).
+    n_components : int, optional
+        Fix the number of components and choose only ``σ²`` (maximising ``I_s`` over that many
+        components).
+    n_draws : int, default=100
+        Monte Carlo draws (MDD) or permutations (kPA), run as parallel tasks.
+    percentile : float, default=95
+        The noise spectrum is this percentile, per index, of the draws' eigenvalues.
+    training : {"random", "fs2", "icf"} or sequence of int, default="random"
+        The training set: ``n_train`` random rows; ``n_train`` fixed-size landmarks maximising
+        the quadratic Renyi entropy (FS2, k-means start); the pivots of an incomplete Cholesky
+        factorisation at the rule-of-thumb width (``icf_tol``, at most ``n_train`` pivots); or
+        explicit row indices.
+    n_train : int, optional
+        Training-set size. Default: half the rows (all of them without validation), at most
+        1000 — each draw decomposes ``n_train × n_train`` matrices.
+    validation : "rest", None, int, float or array-like, default="rest"
+        The points the training distances also run to: every row outside the training set;
+        none; that many (or that fraction of) random rows outside it; or separate data.
+    max_components : int, optional
+        Compute only this many leading eigenvalues (default: all ``n_train``); components are
+        then counted up to it.
+    entropy_bins : int, default=100
+        Histogram bins of ``[0, 1]`` for ``method="shannon"``.
+    icf_tol : float, optional
+        For ``training="icf"``: the residual trace at which pivoting stops (default
+        ``1e-3 · n``, see :func:`dkpca.solvers.icf.incomplete_cholesky`).
+    random_state : int, Generator or None
+        Seeds every random choice; the result does not depend on the scheduler or the number
+        of workers.
+
+    Returns
+    -------
+    ModelSelection
+        ``.sigma2``, ``.n_components``, ``.table``, ``.plot()``, ``.to_kpca()``.
+
+    Examples
+    --------
+    >>> from dkpca.datasets import make_square
+    >>> X, _, _ = make_square(600, random_state=0)
+    >>> mdd = select_model(X, n_draws=20, n_train=200, random_state=0)
+    >>> kpa = select_model(X, "kpa", n_draws=20, n_train=200, random_state=0)
+    >>> mdd.n_components > kpa.n_components
+    True
+    """
+    params = {"method": method, "n_components": n_components, "n_draws": n_draws,
+              "percentile": percentile, "n_train": n_train, "max_components": max_components,
+              "entropy_bins": entropy_bins, "icf_tol": icf_tol}
+    validate_params(params, _CONSTRAINTS, "select_model")
+    Xd = as_dask(X)
+    streams = check_random_state(random_state).spawn(3)
+    rng_train, rng_valid = (np.random.default_rng(s) for s in streams[:2])
+    variances = Xd.astype(np.float64).var(axis=0, ddof=1)
+    rule = None
+    if isinstance(training, str) and training == "icf":  # the pivots need the width first
+        rule = float(compute(0.1 * variances.sum())[0])
+    index, train = _pick_training(Xd, training, n_train, validation is not None, rng_train, rule,
+                                  icf_tol)
+    n_t = index.size
+    if n_components is not None and n_components > n_t - 1:
+        raise ValueError(f"select_model: n_components={n_components} exceeds n_train - 1 = "
+                         f"{n_t - 1}")
+    others, include_train, n_valid = _validation_set(Xd, validation, index, rng_valid)
+    if train is None:  # gathered in the same pass as the moments and the variances
+        train = dask.delayed(np.asarray)(Xd[index].astype(np.float64).rechunk({0: -1}))
+    sq_distances = dask.delayed(squared_distances, pure=True)(train)
+    moments = None if method == "kpa" else distance_moments(
+        train, sq_distances, n_t, others, others_include_train=include_train)
+    lazy_rule = 0.1 * variances.sum() if rule is None else rule
+    train, sq_distances, moments, rule = compute(train, sq_distances, moments, lazy_rule)
+    rule = float(rule)
+    if sigma2_grid is not None:
+        grid = _check_grid(sigma2_grid)
+    elif isinstance(training, str) and training == "icf":
+        grid = np.array([rule])
+    elif method == "shannon":  # entropies are cheap, and their peak often lies past 10x
+        grid = default_sigma2_grid(rule, SHANNON_GRID_POINTS, SHANNON_GRID_DECADES)
+    else:
+        grid = default_sigma2_grid(rule)
+    k = n_components or min(max_components or n_t - 1, n_t - 1)
+    seeds = streams[2].spawn(n_draws)
+    table_attrs = {"method": method, "n_draws": n_draws, "percentile": float(percentile),
+                   "n_train": n_t, "n_validation": n_valid, "rule_of_thumb": rule,
+                   "training": training if isinstance(training, str) else "given"}
+    if moments is not None:
+        table_attrs.update({f"distance_{k_}": v for k_, v in vars(moments).items()})
+    if method == "shannon":
+        H = entropy.kernel_entropy(sq_distances, grid, entropy_bins)
+        chosen = int(np.argmax(H))
+        lam_c, tau_c = _spectra("mdd", seeds, train, sq_distances, moments, grid[[chosen]], k,
+                                percentile)
+        lam = np.full((grid.size, k), np.nan)
+        tau = lam.copy()
+        lam[chosen], tau[chosen] = lam_c[0], tau_c[0]
+    else:
+        H = None
+        lam, tau = _spectra(method, seeds, train, sq_distances, moments, grid, k, percentile)
+    return _decide(method, grid, lam, tau, H, n_components, index, table_attrs)
+
+
+def _decide(method, grid, lam, tau, H, n_components, index, attrs) -> ModelSelection:
+    if n_components is None:
+        counts = mdd.components_above_noise(lam, tau)
+    else:
+        counts = np.full(grid.size, n_components)
+    valid = ~np.isnan(lam[:, 0])
+    info = np.full(grid.size, np.nan)
+    info[valid] = mdd.structural_information(lam[valid], tau[valid], counts[valid])
+    counts = np.where(valid, counts, -1)
+    if method == "shannon":
+        best = int(np.argmax(H))
+    else:
+        best = int(np.nanargmax(info))
+    sigma2, n_c = float(grid[best]), int(counts[best])
+    if grid.size > 1 and best in (0, grid.size - 1) and (n_c > 0 or method == "shannon"):
+        logger.warning("select_model (%s): the choice sigma2=%.4g is at the edge of the grid; "
+                       "extend sigma2_grid beyond it", method, sigma2)
+    if n_components is None and n_c == 0:
+        sigma2 = None if method != "shannon" else sigma2
+        logger.warning("select_model (%s): no component rises above the noise", method)
+    elif n_components is not None and info[best] <= 0:
+        logger.warning("select_model (%s): at every sigma2 the noise exceeds the data over %d "
+                       "components", method, n_components)
+    attrs = dict(attrs, sigma2=np.nan if sigma2 is None else sigma2, n_components=n_c)
+    component = np.arange(1, lam.shape[1] + 1)
+    data_vars = {
+        "data_eigenvalues": (("sigma2", "component"), lam),
+        "noise_eigenvalues": (("sigma2", "component"), tau),
+        "n_components": ("sigma2", counts),
+        "information": ("sigma2", info),
+    }
+    if H is not None:
+        data_vars["entropy"] = ("sigma2", H)
+    table = xr.Dataset(data_vars, coords={"sigma2": grid, "component": component}, attrs=attrs)
+    return ModelSelection(method=method, sigma2=sigma2, n_components=n_c, table=table,
+                          training_index=index)
+
