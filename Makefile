@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_kpca.py
 	$(PY) benchmarks/bench_nystrom.py
 	$(PY) benchmarks/bench_landmarks.py
+	$(PY) benchmarks/bench_selection.py
 
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff

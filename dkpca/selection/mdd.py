@@ -3,7 +3,8 @@
 One Monte Carlo draw (:func:`noise_spectra`) samples the ``n(n-1)/2`` off-diagonal distances of
 an ``n × n`` noise distance matrix ``R̂`` from the Pearson distribution with the data's four
 distance moments, truncated to ``[0, r_max]``, arranges them by the appendix's ordered fill
-(:func:`ordered_fill`) and returns the leading eigenvalues of the centred kernel matrix
+(:func:`ordered_fill`; :func:`make_metric` checks the triangle inequality in ``O(n²)`` and
+repairs the rare violation) and returns the leading eigenvalues of the centred kernel matrix
 ``exp(-R̂² / (2σ²))`` for every ``σ²`` of the grid (eqs. 12–13), reusing ``R̂`` across the grid.
 The noise spectrum ``τ`` is the per-index percentile of these eigenvalues over the draws.
 

@@ -1,0 +1,191 @@
+"""Model selection: MDD versus kernel parallel analysis, on 1 and 2 dask workers.
+
+Data: ``make_square(2000, random_state=0)`` (the MDD paper's noisy square outline, 2-D). For
+each training-set size ``N_t`` (random rows) the validation set is every other row (for
+``N_t = 1000``, the other 1000 points). ``select_model`` runs with ``n_draws`` Monte Carlo
+draws (MDD) or permutations (kPA) over the default 20-point ``σ²`` grid, ``random_state=0``,
+on a ``LocalCluster`` of 1 and then 2 worker processes (1 thread each; dask's nanny limits
+their BLAS to 1 thread), started before timing and warmed up by an untimed call with 2 draws.
+
+A plain reference does the same MDD computation in this process without dask tasks, with
+BLAS limited to 1 thread: the distance moments (one pass, dask's sync scheduler), the data's
+spectra, then a loop over ``n_draws`` calls of ``mdd.noise_spectra`` (seeds
+``SeedSequence(0).spawn(n_draws)``), the percentile and the decision. Its grid and training
+rows are those of the 1-worker MDD run.
+
+Memory: "client MiB" is the peak resident-set increase of this process (the client, holding the
+scheduler and nannies) over the call, sampled by ``_common.Monitor``; "workers MiB" the same for
+the summed RSS of its child processes (the workers). "other load" counts cores kept busy by
+processes outside this process tree.
+
+Usage::
+
+    python benchmarks/bench_selection.py                  # N_t = 500, 1000; 100 draws
+    python benchmarks/bench_selection.py --quick          # N_t = 200; 10 draws
+    python benchmarks/bench_selection.py --sizes 300 --n-draws 20 --json results/sel.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import dask
+import numpy as np
+import psutil
+from _common import Monitor, environment, markdown_table, print_environment, wait_for_quiet
+from distributed import Client, LocalCluster
+from threadpoolctl import threadpool_limits
+
+from dkpca.datasets import make_square
+from dkpca.io import as_dask
+from dkpca.selection import mdd, select_model
+from dkpca.selection._distances import distance_moments
+from dkpca.selection._spectra import centred_rbf_eigenvalues, squared_distances
+
+METHODS = ("mdd", "kpa")
+WORKERS = (1, 2)
+PERCENTILE = 95.0
+
+
+class TreeMonitor(Monitor):
+    """:class:`Monitor` over this process's children: their summed RSS, and their CPU as own."""
+
+    def _children(self) -> list[psutil.Process]:
+        return self._process.children(recursive=True)
+
+    def _rss(self) -> int:
+        total = 0
+        for child in self._children():
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _own_cpu(self) -> float:
+        total = super()._own_cpu()
+        for child in self._children():
+            try:
+                times = child.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass
+        return total
+
+
+def _timed(workers: bool, func: Any, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, float]]:
+    wait_for_quiet(0.2, patience=30.0)
+    with Monitor() as client, TreeMonitor(interval=0.05) as tree:
+        result = func(*args, **kwargs)
+    return result, {"seconds": client.elapsed, "client_mib": client.peak_increase / 2**20,
+                    "workers_mib": tree.peak_increase / 2**20 if workers else float("nan"),
+                    "other_load": tree.other_load}
+
+
+def plain_mdd(X: np.ndarray, index: np.ndarray, grid: np.ndarray, n_draws: int) -> tuple:
+    """The MDD computation as a plain loop: ``(σ², n_c)``."""
+    n_t = index.size
+    with threadpool_limits(1), dask.config.set(scheduler="sync"):
+        train = X[index]
+        sq = squared_distances(train)
+        moments = distance_moments(train, sq, n_t, as_dask(X), others_include_train=True)
+        moments = moments.compute()
+        lam = centred_rbf_eigenvalues(sq, grid, n_t - 1)
+        noise = [mdd.noise_spectra(seed, moments, n_t, grid, n_t - 1)
+                 for seed in np.random.SeedSequence(0).spawn(n_draws)]
+    tau = np.percentile(np.stack(noise), PERCENTILE, axis=0)
+    counts = mdd.components_above_noise(lam, tau)
+    best = int(np.argmax(mdd.structural_information(lam, tau, counts)))
+    return float(grid[best]), int(counts[best])
+
+
+def run(X: np.ndarray, sizes: list[int], n_draws: int) -> list[dict[str, Any]]:
+    """One record per (N_t, workers, method), then the plain reference per N_t."""
+    records = []
+    for workers in WORKERS:
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            client.wait_for_workers(workers)
+            for method in METHODS:  # warm-up, untimed
+                select_model(X, method, n_draws=2, n_train=sizes[0], random_state=0)
+            for n_t in sizes:
+                for method in METHODS:
+                    res, stats = _timed(True, select_model, X, method, n_draws=n_draws,
+                                        n_train=n_t, random_state=0)
+                    records.append({"n_t": n_t, "workers": workers, "method": method,
+                                    "sigma2": res.sigma2, "n_c": res.n_components, **stats,
+                                    "index": res.training_index,
+                                    "grid": res.table.sigma2.values})
+                    print(f"N_t={n_t} workers={workers} {method}: {stats['seconds']:.1f} s, "
+                          f"sigma2={res.sigma2}, n_c={res.n_components}, "
+                          f"other load {stats['other_load']:.2f}", file=sys.stderr, flush=True)
+    for n_t in sizes:
+        ref = next(r for r in records if r["n_t"] == n_t and r["workers"] == 1
+                   and r["method"] == "mdd")
+        (sigma2, n_c), stats = _timed(False, plain_mdd, X, ref["index"], ref["grid"], n_draws)
+        records.append({"n_t": n_t, "workers": "plain loop", "method": "mdd", "sigma2": sigma2,
+                        "n_c": n_c, **stats})
+        print(f"N_t={n_t} plain loop mdd: {stats['seconds']:.1f} s, sigma2={sigma2}, "
+              f"n_c={n_c}", file=sys.stderr, flush=True)
+    for r in records:
+        r.pop("index", None)
+        r.pop("grid", None)
+    return records
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None or np.isnan(value) else format(value, spec)
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """Markdown table with the speed-ups and ratios."""
+    def seconds(n_t, workers, method):
+        return next((r["seconds"] for r in records if (r["n_t"], r["workers"], r["method"])
+                     == (n_t, workers, method)), None)
+
+    rows = []
+    for n_t in sorted({r["n_t"] for r in records}):
+        for r in [r for r in records if r["n_t"] == n_t]:
+            w, m, s = r["workers"], r["method"], r["seconds"]
+            one = seconds(n_t, 1, m)
+            speedup = one / s if w == 2 and one else None
+            ratio = s / seconds(n_t, w, "kpa") if m == "mdd" and seconds(n_t, w, "kpa") else None
+            plain = seconds(n_t, "plain loop", "mdd")
+            vs_plain = s / plain if m == "mdd" and plain and w != "plain loop" else None
+            rows.append([n_t, w, m.upper() if m == "mdd" else "kPA", f"{s:.1f}",
+                         _fmt(speedup, ".2f"), _fmt(ratio, ".2f"), _fmt(vs_plain, ".2f"),
+                         _fmt(r["sigma2"], ".4g"), r["n_c"], _fmt(r["client_mib"], ".0f"),
+                         _fmt(r["workers_mib"], ".0f"), f"{r['other_load']:.2f}"])
+    return markdown_table(["N_t", "workers", "method", "seconds", "speed-up (1w/2w)",
+                           "MDD/kPA time", "time / plain loop", "σ²", "n_c", "client MiB",
+                           "workers MiB", "other load"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the grid, print the environment and a markdown table, optionally write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000],
+                        help="training-set sizes N_t")
+    parser.add_argument("--n-draws", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="smoke test: N_t = 200, 10 draws")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.n_draws = [200], 10
+    env = environment()
+    print_environment(env, [sys.executable, *sys.argv])
+    X, _, _ = make_square(2000, random_state=0)
+    records = run(X, args.sizes, args.n_draws)
+    print(f"## select_model: {args.n_draws} draws, 20-point σ² grid, make_square(2000)\n")
+    print(table(records))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": env, "args": vars(args), "results": records}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
