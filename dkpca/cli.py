@@ -47,17 +47,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _n_components(text: str) -> int | float:
-    """Parse a count (an int) or a variance fraction (a float in (0, 1))."""
+def _count_or_fraction(text: str, expected: str) -> int | float:
+    """Parse an int, else a float; ``expected`` describes both in the error."""
     try:
         return int(text)
     except ValueError:
         try:
             return float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be a count (10) or a variance fraction (0.9), got {text}"
-            ) from None
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}") from None
+
+
+def _n_components(text: str) -> int | float:
+    """Parse a count (an int) or a variance fraction (a float in (0, 1))."""
+    return _count_or_fraction(text, "a count (10) or a variance fraction (0.9)")
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -84,15 +87,7 @@ def _validation(text: str) -> str | int | float | None:
     """Parse ``rest``, ``none``, a count or a fraction in (0, 1]."""
     if text in ("rest", "none"):
         return None if text == "none" else text
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be rest, none, a count (500) or a fraction (0.5), got {text}"
-            ) from None
+    return _count_or_fraction(text, "rest, none, a count (500) or a fraction (0.5)")
 
 
 def _input_options(parser: argparse.ArgumentParser) -> None:
