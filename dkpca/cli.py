@@ -1,11 +1,12 @@
-"""The ``dkpca`` command: ``select``, ``fit``, ``transform``, ``info`` and ``demo``.
+"""The ``dkpca`` command: ``select``, ``fit``, ``transform``, ``denoise``, ``info``, ``demo``.
 
 ``dkpca select INPUT`` chooses the RBF width and the number of components (MDD, kernel parallel
 analysis or Shannon entropy), prints the choice and writes its figure; ``dkpca fit INPUT --out
 MODEL`` fits kernel PCA on a Zarr array (a path or URL, or a group and ``--component``) and
 saves the model; ``dkpca transform MODEL INPUT --out SCORES`` writes the scores as a Zarr group
-that xarray opens as a Dataset; ``dkpca info MODEL`` describes a saved model; ``dkpca demo`` is
-what ``make run`` runs. ``select``, ``fit`` and ``transform`` start an embedded
+that xarray opens as a Dataset; ``dkpca denoise MODEL INPUT --out OUTPUT`` writes the
+pre-images of INPUT's projections; ``dkpca info MODEL`` describes a saved model; ``dkpca demo`` is
+what ``make run`` runs. ``select``, ``fit``, ``transform`` and ``denoise`` start an embedded
 ``LocalCluster`` unless ``--scheduler`` names a running one.
 
 A user error (a missing input, a bad parameter, a wrong shape, an existing output) prints one
@@ -151,6 +152,12 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
                        help="sketch: the dot-product preserving transform")
     group.add_argument("--sketch-dim", type=_positive_int, default=None,
                        help="sketch: its dimension q")
+    group.add_argument("--preimage", default="auto", choices=["auto", "fixed_point", "learned"],
+                       help="pre-images for denoise: fixed-point (RBF) or learned (any kernel)")
+    group.add_argument("--fit-inverse-transform", action="store_true",
+                       help="learn the kernel ridge pre-image (needed for non-RBF kernels)")
+    group.add_argument("--alpha", type=float, default=1.0,
+                       help="ridge penalty of the learned pre-image (default: 1.0)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -217,6 +224,17 @@ def _parser() -> argparse.ArgumentParser:
     _output_options(transform)
     _input_options(transform)
     _cluster_options(transform)
+
+    denoise = commands.add_parser(
+        "denoise", parents=[common], help="denoise a Zarr array with a saved model",
+        description="Project INPUT on the components of MODEL and map it back to the input "
+                    "space (pre-images), writing the denoised points.",
+    )
+    denoise.add_argument("model", help="saved KernelPCA model (from dkpca fit)")
+    denoise.add_argument("input", help="Zarr array (path or URL), or a group with --component")
+    _output_options(denoise)
+    _input_options(denoise)
+    _cluster_options(denoise)
 
     info = commands.add_parser("info", parents=[common], help="describe a saved model")
     info.add_argument("model", help="saved model (from dkpca fit)")
@@ -290,7 +308,8 @@ def _fit(args: argparse.Namespace) -> str:
         min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
         max_memory=args.max_memory, n_landmarks=args.n_landmarks, sampling=args.sampling,
         sketch=args.sketch, sketch_dim=args.sketch_dim, selection=args.selection,
-        icf_tol=args.icf_tol, max_rank=args.max_rank,
+        icf_tol=args.icf_tol, max_rank=args.max_rank, preimage=args.preimage,
+        fit_inverse_transform=args.fit_inverse_transform, alpha=args.alpha,
     )
     validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
     X, _ = _open_input(args)
@@ -385,43 +404,76 @@ def _sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) ->
     return None
 
 
-def _transform(args: argparse.Namespace) -> str:
-    import numpy as np
+def _write_rows(
+    args: argparse.Namespace, model: Any, array: Any, name: str, rows: Any, column_dim: str,
+    attributes: dict[str, Any], extra: dict[str, tuple[Any, tuple[str, ...]]],
+) -> float:
+    """Write the lazy ``rows`` of a model applied to the input as a Zarr group, atomically.
 
-    from dkpca import load
+    The group holds ``name`` (sample × ``column_dim``), the ``extra`` arrays and the input's
+    sample coordinate (when its group has one), so xarray opens it as a Dataset. Returns the
+    seconds taken.
+    """
     from dkpca.blocked import compute
     from dkpca.io import atomic_group, check_destination, store_array
     from dkpca.io._input import _dimension_names
     from dkpca.xarray import _description
 
-    model = load(args.model, storage_options=args.storage_options)
-    X, array = _open_input(args)
-    scores = model.transform(X)  # lazy: a feature mismatch is reported here, before any work
     check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
     names = _dimension_names(array)
     sample_dim = args.sample_dim or (names[0] if names else "sample")
     options = _client_options(args)
-    eigenvalues = getattr(model, "eigenvalues_", getattr(model, "explained_variance_", None))
-    attributes = {**_description(model), "eigenvalues": [float(v) for v in eigenvalues],
-                  "model": str(args.model), "input": str(args.input)}
+    attributes = {**_description(model), **attributes, "model": str(args.model),
+                  "input": str(args.input)}
     started = time.perf_counter()
     with (
         _cluster(options),
         atomic_group(args.out, attributes=attributes, overwrite=args.overwrite,
                      storage_options=args.storage_options) as group,
     ):
-        pending = store_array(group, "scores", scores, dimension_names=(sample_dim, "component"))
-        store_array(group, "eigenvalues", np.asarray(eigenvalues), dimension_names=("component",))
-        store_array(group, "component", np.arange(1, len(eigenvalues) + 1),
-                    dimension_names=("component",))
+        pending = store_array(group, name, rows, dimension_names=(sample_dim, column_dim))
+        for key, (values, dims) in extra.items():
+            store_array(group, key, values, dimension_names=dims)
         coordinate = _sample_coordinate(args, array, sample_dim)
         if coordinate is not None:
             store_array(group, sample_dim, coordinate[...], dimension_names=(sample_dim,),
                         attributes=dict(coordinate.attrs))
         compute(pending)
-    elapsed = time.perf_counter() - started
+    return time.perf_counter() - started
+
+
+def _transform(args: argparse.Namespace) -> str:
+    import numpy as np
+
+    from dkpca import load
+
+    model = load(args.model, storage_options=args.storage_options)
+    X, array = _open_input(args)
+    scores = model.transform(X)  # lazy: a feature mismatch is reported here, before any work
+    eigenvalues = np.asarray(
+        getattr(model, "eigenvalues_", getattr(model, "explained_variance_", None)))
+    extra = {"eigenvalues": (eigenvalues, ("component",)),
+             "component": (np.arange(1, len(eigenvalues) + 1), ("component",))}
+    elapsed = _write_rows(args, model, array, "scores", scores, "component",
+                          {"eigenvalues": [float(v) for v in eigenvalues]}, extra)
     return (f"projected {X.shape[0]} x {X.shape[1]} on {len(eigenvalues)} components in "
             f"{elapsed:.1f} s; scores: {args.out}")
+
+
+def _denoise(args: argparse.Namespace) -> str:
+    from dkpca import load
+
+    model = load(args.model, storage_options=args.storage_options)
+    if not hasattr(model, "denoise"):
+        raise UsageError(f"{args.model} holds a {type(model).__name__}, which cannot denoise; "
+                         f"fit a KernelPCA")
+    X, array = _open_input(args)
+    denoised = model.denoise(X)  # lazy; a mismatch or an impossible pre-image is reported here
+    method = model._preimage_method()
+    elapsed = _write_rows(args, model, array, "X", denoised, "feature",
+                          {"preimage": method}, {})
+    return (f"denoised {X.shape[0]} x {X.shape[1]} with {model.n_components_} components "
+            f"({method} pre-images) in {elapsed:.1f} s; output: {args.out}")
 
 
 def _info(args: argparse.Namespace) -> str:
@@ -460,7 +512,7 @@ def _run(args: argparse.Namespace) -> str:
         _print_eigenvalues(model)
         return summary
     with progress_bar(sys.stderr) if not args.quiet else contextlib.nullcontext():
-        handlers = {"select": _select, "fit": _fit, "transform": _transform}
+        handlers = {"select": _select, "fit": _fit, "transform": _transform, "denoise": _denoise}
         return handlers[args.command](args)
 
 

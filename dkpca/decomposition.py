@@ -39,6 +39,7 @@ from .blocked import compute
 from .io import as_array, as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linear import PCA
+from .preimage import PreimageMixin
 from .solvers import (
     SELECTIONS,
     ComponentRule,
@@ -60,7 +61,7 @@ logger = logging.getLogger(__name__)
 EXACT_MAX_SAMPLES = 2000
 
 
-class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel principal component analysis on dask, for data larger than memory.
 
     The kernel matrix is evaluated in tiles across the active dask scheduler (a
@@ -158,8 +159,26 @@ default="auto"
         Nyström solver: PCA of the feature map ``K(x, L) K_LL^{-1/2}`` centred on all the
         training points (one pass; exact for the approximated kernel), or the tutorial's
         eigen-extension of the landmarks' eigenpairs (eqs. 62–63; no pass).
+    preimage : {"auto", "fixed_point", "learned"}, default="auto"
+        How ``inverse_transform`` and ``denoise`` map back to the input space: the fixed-point
+        iteration of Mika et al. (RBF kernels only; ``"auto"`` picks it for RBF) or the
+        kernel ridge regression learned with ``fit_inverse_transform`` (any kernel; ``"auto"``
+        for the others). See :mod:`dkpca.preimage`.
+    fit_inverse_transform : bool, default=False
+        Learn the kernel ridge pre-image from the training scores to the training points (the
+        landmarks for landmark solvers; at most 5,000 training points otherwise), as
+        scikit-learn does.
+    alpha : float, default=1.0
+        Ridge penalty of the learned pre-image.
+    preimage_tol : float, default=1e-6
+        Fixed-point pre-image: stop a point when a step moves it less than this times the
+        kernel's length scale ``σ``.
+    preimage_max_iter : int, default=300
+        Fixed-point pre-image: iterations at most; points still moving are reported (logged)
+        and keep their last iterate.
     random_state : int, numpy Generator, RandomState or None, default=None
-        Seed of the randomized solver's start block, of the sketch and of landmark sampling.
+        Seed of the randomized solver's start block, of the sketch, of landmark sampling and
+        of the learned pre-image's subsample.
 
     Attributes
     ----------
@@ -191,7 +210,11 @@ default="auto"
         Passes over the kernel (1 for the exact solver); for fixed-size and ICF, the
         selection's iterations or passes plus the Nyström pass.
     basis_ : KernelBasis
-        The fitted state used by ``transform``.
+        The fitted state used by ``transform`` and the pre-images.
+    dual_coef_ : ndarray (n_preimage, n_features)
+        With ``fit_inverse_transform``: the learned pre-image's ridge coefficients.
+    X_transformed_fit_ : ndarray (n_preimage, n_components_)
+        With ``fit_inverse_transform``: the training scores it regresses from.
     n_features_in_ : int
 
     See Also
@@ -242,6 +265,11 @@ default="auto"
         "entropy_gamma": [Interval("real", 0, None, closed="neither"), None],
         "icf_tol": [Interval("real", 0, None, closed="neither"), None],
         "max_rank": [Interval("int", 1, None), None],
+        "preimage": [Options({"auto", "fixed_point", "learned"})],
+        "fit_inverse_transform": [Options({True, False})],
+        "alpha": [Interval("real", 0, None, closed="neither")],
+        "preimage_tol": [Interval("real", 0, None, closed="neither")],
+        "preimage_max_iter": [Interval("int", 1, None)],
     }
 
     def __init__(
@@ -272,6 +300,11 @@ default="auto"
         icf_tol: float | None = None,
         max_rank: int | None = None,
         nystrom_method: str = "feature_map",
+        preimage: str = "auto",
+        fit_inverse_transform: bool = False,
+        alpha: float = 1.0,
+        preimage_tol: float = 1e-6,
+        preimage_max_iter: int = 300,
         random_state: RandomStateLike = None,
     ):
         self.n_components = n_components
@@ -299,6 +332,11 @@ default="auto"
         self.icf_tol = icf_tol
         self.max_rank = max_rank
         self.nystrom_method = nystrom_method
+        self.preimage = preimage
+        self.fit_inverse_transform = fit_inverse_transform
+        self.alpha = alpha
+        self.preimage_tol = preimage_tol
+        self.preimage_max_iter = preimage_max_iter
         self.random_state = random_state
 
     def _fit_landmarks(
@@ -474,6 +512,7 @@ default="auto"
         self.n_components_ = basis.n_components
         self.n_features_in_ = d
         self._n_features_out = basis.n_components
+        self._fit_preimage(Xd, np.random.default_rng(check_random_state(self.random_state)))
         return self
 
     def transform(self, X: ArrayLike) -> np.ndarray | da.Array:

@@ -100,6 +100,7 @@ def saved_model(store, tmp_path):
     _, X = store
     path = tmp_path / "model.zarr"
     dkpca.save(dkpca.KernelPCA(2, gamma=0.2).fit(X), path)
+    dkpca.save(dkpca.KernelPCA(2, kernel="poly").fit(X), tmp_path / "poly.zarr")
     wide = zarr.create_array(tmp_path / "wide.zarr", data=np.ones((10, 7)))
     assert wide.shape == (10, 7)
     return path
@@ -126,6 +127,10 @@ BAD = {
                                 "--workers", "2"], "--workers apply to the embedded cluster"),
     "partial TLS": (["fit", "{tmp}/data.zarr", "--component", "X", "--out", "{tmp}/m.zarr",
                      "--tls-cert", "{tmp}/cert.pem"], "missing: --tls-ca-file, --tls-key"),
+    "denoise: poly without learned pre-image": (["denoise", "{tmp}/poly.zarr",
+                                                 "{tmp}/data.zarr", "--component", "X",
+                                                 "--out", "{tmp}/d.zarr"],
+                                                "needs fit_inverse_transform=True"),
     "select: existing plot": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
                                "{tmp}/wide.zarr"], "exists; pass --overwrite"),
     "select: bad validation": (["select", "{tmp}/data.zarr", "--component", "X",
@@ -182,8 +187,10 @@ def test_demo_writes_figure_and_prints_eigenvalues(tmp_path, capsys):
     assert "MDD chose sigma2" in captured.out
     assert (out / "kpca-rings.png").stat().st_size > 10_000
     assert (out / "model-selection.png").stat().st_size > 10_000
+    assert (out / "denoise-rings.png").stat().st_size > 10_000
     # no partial file left behind
-    assert sorted(out.iterdir()) == [out / "kpca-rings.png", out / "model-selection.png"]
+    assert sorted(out.iterdir()) == [out / "denoise-rings.png", out / "kpca-rings.png",
+                                     out / "model-selection.png"]
 
 
 @pytest.mark.distributed
@@ -205,6 +212,29 @@ def test_select_prints_the_choice_and_writes_figure_and_table(tmp_path, capsys):
     np.testing.assert_allclose(saved["information"], expected.table["information"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["selection.png", "semi.zarr",
                                                           "table.zarr"]
+
+
+@pytest.mark.distributed
+def test_denoise_writes_the_preimages(tmp_path, capsys):
+    from dkpca.datasets import make_semicircles
+
+    X, _, _ = make_semicircles(300, random_state=0)
+    group = zarr.open_group(tmp_path / "semi.zarr", mode="w")
+    group.create_array("X", data=X, chunks=(100, 2), dimension_names=("time", "feature"))
+    group.create_array("time", data=np.arange(300), dimension_names=("time",))
+    model_path, out = tmp_path / "model.zarr", tmp_path / "denoised.zarr"
+    assert main(["fit", str(tmp_path / "semi.zarr"), "--component", "X", "--out",
+                 str(model_path), "--n-components", "8", "--sigma2", "2", "--quiet",
+                 *CLUSTER]) == 0
+    status = main(["denoise", str(model_path), str(tmp_path / "semi.zarr"), "--component", "X",
+                   "--out", str(out), "--quiet", *CLUSTER])
+    summary = capsys.readouterr().out
+    assert status == 0 and "fixed_point pre-images" in summary
+    result = xr.open_zarr(out, consolidated=False)
+    expected = dkpca.load(model_path).denoise(X)
+    np.testing.assert_allclose(result["X"].values, expected, rtol=1e-10)
+    assert result["X"].dims == ("time", "feature") and result.attrs["preimage"] == "fixed_point"
+    np.testing.assert_array_equal(result["time"].values, np.arange(300))
 
 
 def test_demo_user_error_is_one_line_and_status_2(tmp_path):

@@ -36,7 +36,8 @@ __all__ = ["FORMAT_VERSION", "load", "save"]
 logger = logging.getLogger(__name__)
 
 #: Version of the on-disk layout; bumped when an older dkpca could not read a new file.
-FORMAT_VERSION = 1
+#: 2: ``KernelBasis.mean_coef`` (the feature-space mean, for pre-images).
+FORMAT_VERSION = 2
 _FORMAT = "dkpca.model"
 
 
@@ -214,7 +215,13 @@ class _Reader:
         if "dataclass" in encoded:
             cls = _dataclasses()[encoded["dataclass"]]
             sub = group[encoded["group"]]
-            return cls(**{k: self.decode(v, sub) for k, v in encoded["fields"].items()})
+            fields = {k: self.decode(v, sub) for k, v in encoded["fields"].items()}
+            if (cls.__name__ == "KernelBasis" and "mean_coef" not in fields
+                    and fields["basis"].shape[0] != fields["n_samples"]):
+                # Format 1 did not record a landmark basis's feature-space mean: mark it
+                # unknown, so that pre-images refuse instead of assuming a uniform mean.
+                fields["mean_coef"] = np.empty(0)
+            return cls(**fields)
         raise ValueError(f"unknown attribute encoding {sorted(encoded)}")
 
 

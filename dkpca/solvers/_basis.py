@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import dask.array as da
 import numpy as np
 
-from dkpca.blocked import DEFAULT_BLOCK_BYTES, kernel_product
+from dkpca.blocked import DEFAULT_BLOCK_BYTES, compute, kernel_product
 from dkpca.kernels import Kernel
 
 __all__ = ["KernelBasis"]
@@ -38,6 +39,11 @@ class KernelBasis:
         Trace of the centred training kernel (the sum of all its eigenvalues).
     block_bytes : int
         Memory for one kernel tile when transforming.
+    mean_coef : (m,) array or None
+        The training mean in feature space as a combination of the basis points,
+        ``φ̄ = Σ_i c_i φ(b_i)``, which pre-images need (a point's reconstruction is
+        ``Σ_i (coef β + c)_i φ(b_i)``). ``None``: the uniform mean ``1/m`` (the basis is the
+        training set, or the landmarks the model was centred on).
 
     Examples
     --------
@@ -58,6 +64,25 @@ class KernelBasis:
     n_samples: int
     total_variance: float
     block_bytes: int = DEFAULT_BLOCK_BYTES
+    mean_coef: np.ndarray | None = None
+
+    def mean_weights(self) -> np.ndarray | float:
+        """``c``, the feature-space mean's coefficients (a scalar ``1/m`` when uniform)."""
+        if self.mean_coef is None:
+            return 1.0 / self.basis.shape[0]
+        if self.mean_coef.size != self.basis.shape[0]:
+            raise ValueError(
+                "this model was saved by a dkpca without pre-images (model format 1) and does "
+                "not record its feature-space mean; refit it to use inverse_transform/denoise"
+            )
+        return self.mean_coef
+
+    def in_memory(self) -> KernelBasis:
+        """Return the basis with its points in memory (pre-images iterate over them)."""
+        if not isinstance(self.basis, da.Array):
+            return self
+        (points,) = compute(self.basis)
+        return dataclasses.replace(self, basis=points)
 
     @property
     def n_components(self) -> int:

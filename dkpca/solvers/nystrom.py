@@ -177,6 +177,7 @@ def fit_nystrom(
         n_samples=n,
         total_variance=total_variance,
         block_bytes=block_bytes,
+        mean_coef=R @ mean,  # the mean feature, mapped back onto the landmarks
     )
 
 

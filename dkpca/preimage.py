@@ -1,0 +1,352 @@
+"""Pre-images: points of the input space whose feature-space image matches a projection.
+
+A fitted :class:`~dkpca.solvers.KernelBasis` reconstructs a point's feature-space image from its
+scores ``β`` as ``P φ(x) = Σ_i γ_i φ(b_i)`` over the basis points ``b_i``, with
+``γ = coef β + c_μ`` (``c_μ``, the mean's coefficients, carries the centring). Two ways back:
+
+- :func:`fixed_point_preimage` (RBF kernels; Mika et al. 1999, the MDD paper's §II): minimise
+  ``||φ(z) - P φ(x)||²`` by iterating ``z ← Σ γ_i k(z, b_i) b_i / Σ γ_i k(z, b_i)`` from a start
+  (the noisy point itself when denoising), vectorised over a block of points, blockwise over
+  dask chunks. A vanishing denominator restarts the point once from the linear pre-image
+  ``Σ γ_i b_i / Σ γ_i``; points still failing, or not converged after ``max_iter``, are kept at
+  their last iterate and reported.
+- :class:`LearnedPreimage` (any kernel; Bakır et al. 2004, scikit-learn's
+  ``fit_inverse_transform``): kernel ridge regression from training scores to training points,
+  ``x(β) = k(β, T) (K_T + α I)⁻¹ X``, evaluated blockwise.
+
+:class:`PreimageMixin` gives ``KernelPCA`` its ``inverse_transform`` and ``denoise``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.linalg
+
+from dkpca.blocked import compute, kernel_product
+from dkpca.kernels import RBF, Kernel
+
+__all__ = ["LearnedPreimage", "PreimageResult", "fixed_point_preimage"]
+
+logger = logging.getLogger(__name__)
+
+#: A denominator below this share of ``Σ |γ_i k(z, b_i)|`` counts as vanished.
+DENOMINATOR_FLOOR = 1e-10
+
+#: Training points the learned pre-image regresses on at most (an ``r × r`` solve).
+MAX_LEARNED_SAMPLES = 5000
+
+
+@dataclass(frozen=True)
+class PreimageResult:
+    """Outcome of :func:`fixed_point_preimage` on in-memory points.
+
+    Attributes
+    ----------
+    points : (p, d) array
+    converged : (p,) bool array
+    n_iter : int
+        Iterations of the slowest converged point (``max_iter`` when some did not converge).
+    """
+
+    points: np.ndarray
+    converged: np.ndarray
+    n_iter: int
+
+
+def _weights(basis: Any, scores: np.ndarray) -> np.ndarray:
+    """``Γ = scores coefᵀ + c_μ``: each point's reconstruction over the basis points."""
+    gamma = scores @ basis.coef.T
+    gamma += basis.mean_weights()
+    return gamma
+
+
+def _linear_preimage(weights: np.ndarray, B: np.ndarray) -> np.ndarray:
+    total = weights.sum(axis=1, keepdims=True)
+    safe = np.where(np.abs(total) > DENOMINATOR_FLOOR, total, 1.0)
+    return (weights @ B) / safe
+
+
+def _fixed_point_block(
+    weights: np.ndarray, B: np.ndarray, start: np.ndarray | None, gamma: float, tol: float,
+    max_iter: int,
+) -> PreimageResult:
+    """Run the iteration for one block of points (``weights``: ``p × m``)."""
+    z = _linear_preimage(weights, B) if start is None else np.array(start, dtype=np.float64)
+    p = z.shape[0]
+    active = np.ones(p, dtype=bool)
+    converged = np.zeros(p, dtype=bool)
+    restarted = np.zeros(p, dtype=bool)
+    step_tol = tol / np.sqrt(2.0 * gamma)  # relative to the kernel's length scale σ
+    b_norms = np.einsum("ij,ij->i", B, B)
+    last = 0
+    for iteration in range(1, max_iter + 1):
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        zi = z[idx]
+        d2 = np.einsum("ij,ij->i", zi, zi)[:, None] - 2.0 * (zi @ B.T) + b_norms
+        W = np.exp(-gamma * np.maximum(d2, 0.0)) * weights[idx]
+        denominator = W.sum(axis=1)
+        vanished = np.abs(denominator) <= DENOMINATOR_FLOOR * np.abs(W).sum(axis=1)
+        vanished |= ~np.isfinite(denominator)
+        if vanished.any():  # restart once from the linear pre-image, then give up
+            again = idx[vanished & ~restarted[idx]]
+            z[again] = _linear_preimage(weights[again], B)
+            restarted[again] = True
+            active[idx[vanished & ~np.isin(idx, again)]] = False
+        ok = ~vanished
+        new = (W[ok] @ B) / denominator[ok, None]
+        moved = np.sqrt(((new - zi[ok]) ** 2).sum(axis=1))
+        z[idx[ok]] = new
+        done = idx[ok][moved <= step_tol]
+        converged[done] = True
+        active[done] = False
+        if done.size:
+            last = iteration
+    n_iter = max_iter if not converged.all() else last
+    return PreimageResult(points=z, converged=converged, n_iter=n_iter)
+
+
+def fixed_point_preimage(
+    basis: Any, scores: np.ndarray, start: np.ndarray | None = None, *, tol: float = 1e-6,
+    max_iter: int = 300,
+) -> PreimageResult:
+    """Pre-images of in-memory ``scores`` on an RBF kernel basis by the fixed-point iteration.
+
+    Parameters
+    ----------
+    basis : KernelBasis
+        With an RBF kernel and its basis points in memory.
+    scores : (p, k) array
+    start : (p, d) array, optional
+        Where each point's iteration starts (the noisy points, to denoise them); default the
+        linear pre-image ``Σ γ_i b_i / Σ γ_i``.
+    tol : float, default=1e-6
+        A point has converged when a step moves it less than ``tol`` times the kernel's length
+        scale ``σ``.
+    max_iter : int, default=300
+
+    Examples
+    --------
+    A training point projected on all components is its own pre-image:
+
+    >>> import numpy as np
+    >>> from dkpca import KernelPCA
+    >>> X = np.random.default_rng(0).normal(size=(30, 2))
+    >>> kp = KernelPCA(kernel="rbf", sigma2=0.5).fit(X)
+    >>> result = fixed_point_preimage(kp.basis_, kp.transform(X[:1]), X[:1] + 0.01)
+    >>> bool(result.converged.all()), bool(np.allclose(result.points, X[:1], atol=1e-5))
+    (True, True)
+    """
+    kernel = _rbf(basis.kernel)
+    B = np.asarray(basis.basis, dtype=np.float64)
+    weights = _weights(basis, np.asarray(scores, dtype=np.float64))
+    return _fixed_point_block(weights, B, start, kernel.gamma, tol, max_iter)
+
+
+def _rbf(kernel: Kernel) -> RBF:
+    if not isinstance(kernel, RBF):
+        raise ValueError(  # noqa: TRY004 - a parameter choice, like scikit-learn's
+            f"the fixed-point pre-image needs an RBF kernel, not {kernel!r}; use "
+            f"preimage='learned' with fit_inverse_transform=True"
+        )
+    return kernel
+
+
+def _fixed_point_task(basis, scores, start, tol, max_iter, dtype):
+    result = fixed_point_preimage(basis, scores, start, tol=tol, max_iter=max_iter)
+    missed = int((~result.converged).sum())
+    if missed:
+        logger.warning("fixed-point pre-image: %d of %d points did not converge in %d "
+                       "iterations; they keep their last iterate", missed,
+                       result.converged.size, max_iter)
+    return result.points.astype(dtype, copy=False)
+
+
+def fixed_point_blocks(
+    basis: Any, scores: da.Array, start: da.Array | None, *, tol: float, max_iter: int,
+    dtype: np.dtype,
+) -> da.Array:
+    """:func:`fixed_point_preimage` lazily, one task per row chunk of ``scores``."""
+    shared = dask.delayed(basis, pure=True)
+    score_blocks = scores.rechunk({1: -1}).to_delayed().ravel()
+    start_blocks = (start.rechunk({0: scores.chunks[0], 1: -1}).to_delayed().ravel()
+                    if start is not None else [None] * len(score_blocks))
+    d = basis.basis.shape[1]
+    parts = [
+        da.from_delayed(dask.delayed(_fixed_point_task, pure=True)(shared, s, x, tol, max_iter,
+                                                                    dtype),
+                        shape=(rows, d), dtype=dtype)
+        for s, x, rows in zip(score_blocks, start_blocks, scores.chunks[0], strict=True)
+    ]
+    return da.concatenate(parts, axis=0)
+
+
+class LearnedPreimage:
+    """Kernel ridge regression from scores to input points (any kernel).
+
+    Fitted on training scores ``T`` and points ``X``: ``dual = (k(T, T) + α I)⁻¹ X``; a pre-image
+    is ``k(β, T) dual``, evaluated blockwise over dask chunks. With the model's own kernel this
+    is scikit-learn's ``KernelPCA.inverse_transform``.
+
+    Examples
+    --------
+    >>> from dkpca.kernels import RBF
+    >>> T = np.linspace(0, 1, 20)[:, None]
+    >>> learned = LearnedPreimage(RBF(gamma=10.0), alpha=1e-6).fit(T, np.sin(T))
+    >>> float(np.abs(learned.predict(T) - np.sin(T)).max()) < 1e-3
+    True
+    """
+
+    def __init__(self, kernel: Kernel, alpha: float = 1.0) -> None:
+        self.kernel = kernel
+        self.alpha = alpha
+
+    def fit(self, scores: np.ndarray, X: np.ndarray) -> LearnedPreimage:
+        """Solve the ridge system on ``scores`` (``r × k``) → ``X`` (``r × d``)."""
+        T = np.asarray(scores, dtype=np.float64)
+        K = self.kernel.pairwise(T).astype(np.float64)
+        K.flat[:: T.shape[0] + 1] += self.alpha
+        self.dual_coef_ = scipy.linalg.solve(K, np.asarray(X, dtype=np.float64),
+                                             assume_a="pos", overwrite_a=True)
+        self.scores_ = T
+        return self
+
+    def predict(self, scores: np.ndarray | da.Array) -> np.ndarray | da.Array:
+        """Pre-images of ``scores``: lazy for dask input, numpy otherwise."""
+        if isinstance(scores, da.Array):
+            return kernel_product(self.kernel, scores.rechunk({1: -1}), self.scores_,
+                                  self.dual_coef_)
+        return self.kernel.pairwise(np.asarray(scores, dtype=np.float64), self.scores_) \
+            @ self.dual_coef_
+
+
+def learned_training_set(
+    Xd: da.Array, basis: Any, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Points (and their scores) the learned pre-image regresses on.
+
+    The basis points when they are a subset (landmarks, pivots); otherwise the training points,
+    uniformly subsampled to :data:`MAX_LEARNED_SAMPLES` (an ``r × r`` solve).
+    """
+    B = basis.basis
+    if B.shape[0] < Xd.shape[0]:
+        points = np.asarray(compute(B)[0] if isinstance(B, da.Array) else B)
+    elif Xd.shape[0] > MAX_LEARNED_SAMPLES:
+        rows = np.sort(rng.choice(Xd.shape[0], MAX_LEARNED_SAMPLES, replace=False))
+        (points,) = compute(Xd[rows])
+    else:
+        (points,) = compute(Xd)
+    scores = basis.transform(da.from_array(points, chunks=(max(1, points.shape[0]), -1)))
+    (scores,) = compute(scores)
+    return np.asarray(points, dtype=np.float64), scores
+
+
+class PreimageMixin:
+    """``inverse_transform`` and ``denoise`` for an estimator with a fitted ``basis_``.
+
+    The estimator provides the parameters ``preimage``, ``fit_inverse_transform``, ``alpha``,
+    ``preimage_tol`` and ``preimage_max_iter``, and, when ``fit_inverse_transform`` was set,
+    the fitted ``dual_coef_`` and ``X_transformed_fit_`` (scikit-learn's names).
+    """
+
+    def _fit_preimage(self, Xd: da.Array, rng: np.random.Generator) -> None:
+        """Learn the kernel ridge pre-image at the end of ``fit``."""
+        if not self.fit_inverse_transform:
+            return
+        points, scores = learned_training_set(Xd, self.basis_, rng)
+        learned = LearnedPreimage(self.kernel_, self.alpha).fit(scores, points)
+        self.dual_coef_, self.X_transformed_fit_ = learned.dual_coef_, learned.scores_
+
+    def _preimage_method(self) -> str:
+        from dkpca._validation import check_is_fitted
+
+        check_is_fitted(self, "basis_")
+        method = self.preimage
+        if method == "auto":
+            method = "fixed_point" if isinstance(self.kernel_, RBF) else "learned"
+        if method == "learned" and not hasattr(self, "dual_coef_"):
+            raise ValueError(
+                f"{type(self).__name__}: the learned pre-image needs fit_inverse_transform=True"
+                + ("" if isinstance(self.kernel_, RBF) else
+                   f" (the fixed-point pre-image is for RBF kernels, not {self.kernel_!r})")
+            )
+        if method == "fixed_point":
+            _rbf(self.kernel_)
+            self.basis_.mean_weights()  # fails early for a model saved without them
+        return method
+
+    def _preimages(self, scores: da.Array, start: da.Array | None, dtype: np.dtype) -> da.Array:
+        if self._preimage_method() == "learned":
+            learned = LearnedPreimage(self.kernel_, self.alpha)
+            learned.dual_coef_, learned.scores_ = self.dual_coef_, self.X_transformed_fit_
+            return learned.predict(scores).astype(dtype, copy=False)
+        basis = self.basis_.in_memory()
+        return fixed_point_blocks(basis, scores, start, tol=self.preimage_tol,
+                                  max_iter=self.preimage_max_iter, dtype=dtype)
+
+    def inverse_transform(self, Z: Any) -> np.ndarray | da.Array:
+        """Map scores back to the input space (pre-images).
+
+        ``preimage="fixed_point"`` (the default for RBF kernels) starts each point at the linear
+        pre-image ``Σ γ_i b_i / Σ γ_i``; ``"learned"`` uses the kernel ridge regression fitted
+        with ``fit_inverse_transform=True`` (any kernel). Dask input gives lazy output.
+
+        Parameters
+        ----------
+        Z : (n_samples, n_components_) array-like or dask array
+
+        Returns
+        -------
+        X : (n_samples, n_features_in_) array
+        """
+        from dkpca._estimator import like_input
+        from dkpca.io import as_dask
+
+        method = self._preimage_method()
+        Zd = as_dask(Z, name="Z")
+        if Zd.shape[1] != self.n_components_:
+            raise ValueError(f"Z has {Zd.shape[1]} columns, but {type(self).__name__} has "
+                             f"{self.n_components_} components.")
+        logger.info("%s: %s pre-images of %d points", type(self).__name__, method, Zd.shape[0])
+        return like_input(self._preimages(Zd, None, Zd.dtype), Z)
+
+    def denoise(self, X: Any) -> np.ndarray | da.Array:
+        """Project ``X`` on the components and map it back: ``inverse_transform(transform(X))``.
+
+        The fixed-point iteration starts at each point itself (Mika et al.), which finds the
+        pre-image nearest the noisy point. Dask input gives lazy output.
+
+        Parameters
+        ----------
+        X : (n_samples, n_features_in_) array-like, dask array, DataArray or Zarr path
+
+        Returns
+        -------
+        X_denoised : (n_samples, n_features_in_) array
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dkpca import KernelPCA
+        >>> from dkpca.datasets import make_semicircles
+        >>> X, clean, _ = make_semicircles(300, random_state=0)
+        >>> kp = KernelPCA(8, kernel="rbf", sigma2=2.0).fit(X)
+        >>> before, after = ((X - clean) ** 2).mean(), ((kp.denoise(X) - clean) ** 2).mean()
+        >>> bool(after < before)
+        True
+        """
+        from dkpca._estimator import check_features, like_input
+        from dkpca.io import as_dask
+
+        self._preimage_method()
+        Xd = as_dask(X)
+        check_features(Xd, self.n_features_in_, type(self).__name__)
+        scores = self.basis_.transform(Xd)
+        return like_input(self._preimages(scores, Xd, Xd.dtype), X)
