@@ -7,7 +7,7 @@ the data's distance moments), and compare it with the Shannon entropy of the ker
 10): semicircles (N = 500, d = 2), a square (N = 2000, d = 2) and two interlocked rings (N =
 3000, d = 3), each with three training sets. This example runs ``dkpca.selection.select_model``
 in the same settings and prints its (σ², n_c) beside the paper's; the MSE columns of Table I
-(denoising) are not reproduced. The splits, as ``training / validation``:
+(denoising) are in `denoising_toy_digits.py`. The splits, as ``training / validation``:
 
 - "All points": the paper does not say; here a random half of the points trains (at most
   1000, for run time: every draw decomposes n_t × n_t matrices) and the rest validates;
