@@ -15,7 +15,9 @@ from . import kernels, xarray  # xarray: registers the DataArray.dkpca accessor
 from .io import as_dask, load, save
 
 _LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.linear",
-         "select_model": "dkpca.selection", "ModelSelection": "dkpca.selection"}
+         "select_model": "dkpca.selection", "ModelSelection": "dkpca.selection",
+         "loo_projections": "dkpca.generalization", "Renormalizer": "dkpca.generalization",
+         "independence_test": "dkpca.generalization"}
 
 
 def __getattr__(name: str) -> Any:
@@ -36,5 +38,6 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["PCA", "KernelPCA", "ModelSelection", "__version__", "as_dask", "kernels", "load",
-           "save", "select_model", "xarray"]
+__all__ = ["PCA", "KernelPCA", "ModelSelection", "Renormalizer", "__version__", "as_dask",
+           "independence_test", "kernels", "load", "loo_projections", "save", "select_model",
+           "xarray"]

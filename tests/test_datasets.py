@@ -194,3 +194,179 @@ def test_add_noise_bad_arguments():
     for bad in (np.ones(5), np.ones((0, 2)), np.ones((2, 2, 2)), [[1.0, np.nan]]):
         with pytest.raises(ValueError, match="X_clean"):
             add_noise(bad)
+
+
+# --- The LOO paper's simulations: make_signal_in_noise, make_unbalanced_semicircles ------------
+
+from dkpca.datasets import (
+    UNBALANCED_CLUSTER_NOISE,
+    make_signal_in_noise,
+    make_unbalanced_semicircles,
+)
+
+
+def test_signal_in_noise_shapes_and_directions():
+    X, U = make_signal_in_noise(random_state=0)
+    assert X.shape == (50, 2000) and U.shape == (4, 2000)
+    assert X.dtype == U.dtype == np.float64
+    np.testing.assert_allclose(U @ U.T, np.eye(4), atol=1e-12)
+    # random directions, not coordinate axes
+    assert np.abs(U).max() < 0.2
+    X, U = make_signal_in_noise(7, 3, strengths=(1.0, 2.0, 0.5), random_state=0)
+    assert X.shape == (7, 3) and U.shape == (3, 3)
+    np.testing.assert_allclose(U @ U.T, np.eye(3), atol=1e-12)
+
+
+def test_signal_in_noise_variances():
+    strengths, noise = (1.4, 1.2, 1.0, 0.8), 0.2
+    X, U = make_signal_in_noise(20000, 60, strengths=strengths, noise=noise, random_state=1)
+    scores = X @ U.T
+    # strengths are standard deviations: Var along u_k = s_k^2 + sigma^2
+    np.testing.assert_allclose(scores.var(axis=0), np.square(strengths) + noise**2, rtol=0.04)
+    assert np.abs(scores.mean(axis=0)).max() < 0.05
+    # independent signals: uncorrelated scores
+    corr = np.corrcoef(scores, rowvar=False)
+    assert np.abs(corr - np.eye(4)).max() < 0.04
+    # off the signal subspace only the noise is left, isotropic with variance sigma^2
+    residual = X - scores @ U
+    assert abs(residual.var(axis=0).sum() / (60 - 4) / noise**2 - 1) < 0.02
+    # ... along every direction: fixed random directions orthogonal to the u_k
+    G = np.random.default_rng(0).standard_normal((60, 10))
+    W = np.linalg.qr(G - U.T @ (U @ G))[0]
+    np.testing.assert_allclose(np.abs(U @ W).max(), 0, atol=1e-12)
+    np.testing.assert_allclose((X @ W).var(axis=0), noise**2, rtol=0.06)
+
+
+def test_signal_in_noise_without_noise():
+    X, U = make_signal_in_noise(30, 100, noise=0.0, random_state=2)
+    assert np.linalg.matrix_rank(X) == 4
+    np.testing.assert_allclose(X @ U.T @ U, X, atol=1e-12)
+
+
+def test_signal_in_noise_reproducible():
+    first, second = make_signal_in_noise(random_state=3), make_signal_in_noise(random_state=3)
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    other = make_signal_in_noise(random_state=4)
+    assert not np.allclose(first[0], other[0]) and not np.allclose(first[1], other[1])
+    rng = np.random.default_rng(5)
+    assert not np.allclose(make_signal_in_noise(random_state=rng)[1],
+                           make_signal_in_noise(random_state=rng)[1])
+
+
+def test_signal_in_noise_bad_arguments():
+    for bad in (0, -1, 2.5, True, "10"):
+        with pytest.raises(ValueError, match="n_samples"):
+            make_signal_in_noise(bad)
+    for bad in (3, 0, 2.5, False):
+        with pytest.raises(ValueError, match="n_features"):
+            make_signal_in_noise(10, bad)
+    assert make_signal_in_noise(10, 4)[0].shape == (10, 4)
+    for bad in ((), (1.0, -0.5), (1.0, np.nan), [[1.0, 2.0]], ("a",), None):
+        with pytest.raises(ValueError, match="strengths"):
+            make_signal_in_noise(strengths=bad)
+    for bad in (-0.1, np.inf, np.nan, "x", True):
+        with pytest.raises(ValueError, match="noise"):
+            make_signal_in_noise(noise=bad)
+
+
+def signal_plane(X):
+    """The noise-free data ``X`` (rank 2) in coordinates of its own 2-D row space."""
+    V = np.linalg.svd(X, full_matrices=False)[2][:2]
+    return X @ V.T
+
+
+def circle_fit(P):
+    """Least-squares circle through the 2-D points ``P``: centre, radius, max residual."""
+    A = np.c_[2 * P, np.ones(len(P))]
+    (a, b, c), *_ = np.linalg.lstsq(A, (P**2).sum(axis=1), rcond=None)
+    radius = np.sqrt(c + a**2 + b**2)
+    return np.array([a, b]), radius, np.abs(np.linalg.norm(P - [a, b], axis=1) - radius).max()
+
+
+def test_unbalanced_semicircles_shapes_and_balance():
+    X, t = make_unbalanced_semicircles(random_state=0)
+    assert X.shape == (500, 1000) and t.shape == (500,)
+    assert X.dtype == np.float64 and np.issubdtype(t.dtype, np.integer)
+    assert set(np.unique(t)) == {0, 1}
+    for p0 in (0.6, 0.3, 0.9):
+        _, t = make_unbalanced_semicircles(5000, 2, p0=p0, random_state=1)
+        assert abs(np.mean(t == 0) - p0) < 0.03
+    # binomial counts: they vary between draws
+    counts = {int(np.sum(make_unbalanced_semicircles(200, 2, random_state=s)[1])) for s in range(5)}
+    assert len(counts) > 1
+
+
+def test_unbalanced_semicircles_geometry():
+    X, t = make_unbalanced_semicircles(2000, 50, snr=None, random_state=2)
+    assert np.linalg.matrix_rank(X) == 2
+    # the signal plane is in general position: no coordinate carries much of it
+    assert X.var(axis=0).max() < 0.3 * X.var(axis=0).sum()
+    P = signal_plane(X)
+    # cluster 0 lies exactly on a unit circle, cluster 1 only approximately (its noise)
+    centre0, radius0, residual0 = circle_fit(P[t == 0])
+    centre1, radius1, residual1 = circle_fit(P[t == 1])
+    assert abs(radius0 - 1) < 1e-9 and residual0 < 1e-9
+    assert abs(radius1 - 1) < 0.05 and residual1 > UNBALANCED_CLUSTER_NOISE
+    # the make_moons layout: centres (0, 0) and (1, 1/2), symmetric about the origin
+    # (the noise-free centre exactly, the noisy one as far as a circle fit to a noisy arc allows)
+    assert abs(np.linalg.norm(centre0) - np.hypot(0.5, 0.25)) < 1e-9
+    assert np.linalg.norm(centre0 + centre1) < 0.15
+    # the noise on cluster 1: radial residuals of about UNBALANCED_CLUSTER_NOISE
+    radial = np.linalg.norm(P[t == 1] - centre1, axis=1) - radius1
+    assert abs(radial.std() / UNBALANCED_CLUSTER_NOISE - 1) < 0.1
+
+
+def test_unbalanced_semicircles_interleave():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, t = make_unbalanced_semicircles(2000, 100, snr=np.inf, random_state=3)
+    P = signal_plane(X)
+    # no line separates the clusters ...
+    assert LogisticRegression().fit(P, t).score(P, t) < 0.95
+    # ... but a non-linear rule does, on held-out points
+    knn = KNeighborsClassifier(5).fit(P[:1000], t[:1000])
+    assert knn.score(P[1000:], t[1000:]) > 0.95
+
+
+@pytest.mark.parametrize("snr", [10.0, 60.0])
+def test_unbalanced_semicircles_snr(snr):
+    X_clean, t = make_unbalanced_semicircles(500, 1000, snr=None, random_state=4)
+    X, t_noisy = make_unbalanced_semicircles(500, 1000, snr=snr, random_state=4)
+    np.testing.assert_array_equal(t, t_noisy)
+    noise = X - X_clean
+    # per-dimension SNR: (total 2-D signal variance / 2) / per-dimension noise variance
+    signal_per_direction = X_clean.var(axis=0).sum() / 2
+    per_feature = noise.var(axis=0)
+    assert abs(signal_per_direction / per_feature.mean() / snr - 1) < 0.02
+    np.testing.assert_allclose(per_feature, per_feature.mean(), rtol=0.3)
+    assert abs(noise.mean()) < 0.01 * np.sqrt(per_feature.mean())
+
+
+def test_unbalanced_semicircles_reproducible():
+    first = make_unbalanced_semicircles(random_state=5)
+    second = make_unbalanced_semicircles(random_state=5)
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    other = make_unbalanced_semicircles(random_state=6)
+    assert not np.allclose(first[0], other[0])
+    rng = np.random.default_rng(7)
+    assert not np.allclose(make_unbalanced_semicircles(random_state=rng)[0],
+                           make_unbalanced_semicircles(random_state=rng)[0])
+
+
+def test_unbalanced_semicircles_bad_arguments():
+    assert make_unbalanced_semicircles(2, 2, random_state=0)[0].shape == (2, 2)
+    for bad in (1, 0, 2.5, True):
+        with pytest.raises(ValueError, match="n_samples"):
+            make_unbalanced_semicircles(bad)
+    for bad in (1, 0, 3.0, False):
+        with pytest.raises(ValueError, match="n_features"):
+            make_unbalanced_semicircles(10, bad)
+    for bad in (0, -1.0, -np.inf, np.nan, "ten", False):
+        with pytest.raises(ValueError, match="snr"):
+            make_unbalanced_semicircles(snr=bad)
+    for bad in (0, 0.0, 1, 1.0, -0.2, 1.5, np.nan, "half", True):
+        with pytest.raises(ValueError, match="p0"):
+            make_unbalanced_semicircles(p0=bad)
