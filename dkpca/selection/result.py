@@ -66,7 +66,7 @@ class ModelSelection:
         if self.sigma2 is None or self.n_components == 0:
             raise ValueError(
                 f"{_TITLES[self.method]} found no component above the noise at any sigma2 of "
-                f"the grid; widen the grid or use method='mdd'."
+                f"the grid; widen sigma2_grid, or give n_components to choose sigma2 only."
             )
         return KernelPCA(n_components=self.n_components, kernel="rbf", sigma2=self.sigma2,
                          **params)
