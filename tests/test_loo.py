@@ -49,6 +49,14 @@ def test_exact_loo_equals_a_serial_loop_of_refits(make):
     np.testing.assert_allclose(loo_projections(full, X), expected, rtol=1e-8, atol=1e-10)
 
 
+def test_refits_keep_the_full_models_number_of_components(four_signals):
+    """A variance fraction could keep one component fewer on N - 1 points."""
+    X = four_signals[:40, :300]
+    kp = KernelPCA(0.85, kernel=RBF(c=30.0)).fit(X)
+    loo = loo_projections(kp, X)
+    assert loo.shape == (40, kp.n_components_) and np.isfinite(loo).all()
+
+
 def test_approximate_loo_tracks_exact_loo_on_the_four_signal_model(four_signals):
     """The LOO paper's Fig. 4: correlation > 0.9 per component (0.98 and above here)."""
     X = four_signals

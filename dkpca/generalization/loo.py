@@ -80,6 +80,22 @@ def _match(full: np.ndarray, refit: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return order, np.where(signs == 0, 1.0, signs)
 
 
+def _fixed_components(estimator: Any, k: int) -> Any:
+    """Return an unfitted copy that keeps exactly ``k`` components in every refit.
+
+    A variance fraction or an eigenvalue threshold could keep a different number on ``N - 1``
+    points, and the refits must be comparable with the full model component by component.
+    """
+    template = clone(estimator)
+    params = template.get_params()
+    if "n_components" in params:
+        fixed: dict[str, Any] = {"n_components": k}
+        if "min_relative_eigenvalue" in params:
+            fixed["min_relative_eigenvalue"] = None
+        template.set_params(**fixed)
+    return template
+
+
 def _loo_task(estimator: Any, X: np.ndarray, full_scores: np.ndarray, n: int,
               seed: np.random.SeedSequence) -> np.ndarray:
     """Refit without row ``n``; return its aligned projection ``(k,)``."""
@@ -165,7 +181,7 @@ def loo_projections(
         return _approximate(estimator, X, full_scores)
     seeds = check_random_state(random_state).spawn(len(X))
     shared_X, shared_scores = dask.delayed(X), dask.delayed(full_scores)
-    shared_estimator = dask.delayed(estimator)
+    shared_estimator = dask.delayed(_fixed_components(estimator, full_scores.shape[1]))
     tasks = [dask.delayed(_loo_task, pure=True)(shared_estimator, shared_X, shared_scores, n,
                                                 seed)
              for n, seed in enumerate(seeds)]
