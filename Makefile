@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_nystrom.py
 	$(PY) benchmarks/bench_landmarks.py
 	$(PY) benchmarks/bench_selection.py
+	$(PY) benchmarks/bench_loo.py
 
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff
