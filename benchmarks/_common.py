@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import dask
 import numpy as np
@@ -204,3 +204,41 @@ class Monitor:
         self._peak = max(self._peak, self._rss())
         self.peak_increase = self._peak - self._baseline
         self.other_load = max(0.0, busy - own) / max(self.elapsed, 1e-9)
+
+
+class TreeMonitor(Monitor):
+    """:class:`Monitor` over this process's children: their summed RSS, and their CPU as own."""
+
+    def _children(self) -> list[psutil.Process]:
+        return self._process.children(recursive=True)
+
+    def _rss(self) -> int:
+        total = 0
+        for child in self._children():
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _own_cpu(self) -> float:
+        total = super()._own_cpu()
+        for child in self._children():
+            try:
+                times = child.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass
+        return total
+
+
+def timed_on_cluster(
+    workers: bool, func: Any, *args: Any, **kwargs: Any
+) -> tuple[Any, dict[str, float]]:
+    """Time ``func`` once a quiet machine allows: client and workers' memory, other load."""
+    wait_for_quiet(0.2, patience=30.0)
+    with Monitor() as client, TreeMonitor(interval=0.05) as tree:
+        result = func(*args, **kwargs)
+    return result, {"seconds": client.elapsed, "client_mib": client.peak_increase / 2**20,
+                    "workers_mib": tree.peak_increase / 2**20 if workers else float("nan"),
+                    "other_load": tree.other_load}

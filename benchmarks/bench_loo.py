@@ -42,8 +42,12 @@ from typing import Any
 
 import dask
 import numpy as np
-import psutil
-from _common import Monitor, environment, markdown_table, print_environment, wait_for_quiet
+from _common import (
+    environment,
+    markdown_table,
+    print_environment,
+    timed_on_cluster,
+)
 from distributed import Client, LocalCluster
 from scipy.spatial.distance import pdist
 from threadpoolctl import threadpool_limits
@@ -59,41 +63,6 @@ N_COMPONENTS = 5
 C_FACTOR = 0.05
 SNR = 500.0
 WARMUP_N = 20
-
-
-class TreeMonitor(Monitor):
-    """:class:`Monitor` over this process's children: their summed RSS, and their CPU as own."""
-
-    def _children(self) -> list[psutil.Process]:
-        return self._process.children(recursive=True)
-
-    def _rss(self) -> int:
-        total = 0
-        for child in self._children():
-            try:
-                total += child.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def _own_cpu(self) -> float:
-        total = super()._own_cpu()
-        for child in self._children():
-            try:
-                times = child.cpu_times()
-                total += times.user + times.system
-            except psutil.Error:
-                pass
-        return total
-
-
-def _timed(workers: bool, func: Any, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, float]]:
-    wait_for_quiet(0.2, patience=30.0)
-    with Monitor() as client, TreeMonitor(interval=0.05) as tree:
-        result = func(*args, **kwargs)
-    return result, {"seconds": client.elapsed, "client_mib": client.peak_increase / 2**20,
-                    "workers_mib": tree.peak_increase / 2**20 if workers else float("nan"),
-                    "other_load": tree.other_load}
 
 
 def _model(X: np.ndarray, c: float) -> KernelPCA:
@@ -149,7 +118,7 @@ def run(n: int, d: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             loo_projections(warm, warm_X, "exact")  # warm-up, untimed
             loo_projections(warm, warm_X, "approximate")
             for method in ("exact", "approximate"):
-                res, stats = _timed(True, loo_projections, kp, X, method)
+                res, stats = timed_on_cluster(True, loo_projections, kp, X, method)
                 records.append({"n": n, "d": d, "workers": workers, "method": method, **stats})
                 _log(f"N={n} D={d} workers={workers} {method}", stats)
                 if method == "exact":
@@ -161,7 +130,7 @@ def run(n: int, d: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         ("plain loop, left-out", plain_loop, (X, c, full_scores, False)),
         ("plain loop, aligned", plain_loop, (X, c, full_scores, True)),
     ]:
-        res, stats = _timed(False, func, *args)
+        res, stats = timed_on_cluster(False, func, *args)
         method = "approximate" if label == "in-process" else "exact"
         records.append({"n": n, "d": d, "workers": label, "method": method, **stats})
         _log(f"N={n} D={d} {label} {method}", stats)

@@ -34,8 +34,12 @@ from typing import Any
 
 import dask
 import numpy as np
-import psutil
-from _common import Monitor, environment, markdown_table, print_environment, wait_for_quiet
+from _common import (
+    environment,
+    markdown_table,
+    print_environment,
+    timed_on_cluster,
+)
 from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
@@ -48,41 +52,6 @@ from dkpca.selection._spectra import centred_rbf_eigenvalues, squared_distances
 METHODS = ("mdd", "kpa")
 WORKERS = (1, 2)
 PERCENTILE = 95.0
-
-
-class TreeMonitor(Monitor):
-    """:class:`Monitor` over this process's children: their summed RSS, and their CPU as own."""
-
-    def _children(self) -> list[psutil.Process]:
-        return self._process.children(recursive=True)
-
-    def _rss(self) -> int:
-        total = 0
-        for child in self._children():
-            try:
-                total += child.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def _own_cpu(self) -> float:
-        total = super()._own_cpu()
-        for child in self._children():
-            try:
-                times = child.cpu_times()
-                total += times.user + times.system
-            except psutil.Error:
-                pass
-        return total
-
-
-def _timed(workers: bool, func: Any, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, float]]:
-    wait_for_quiet(0.2, patience=30.0)
-    with Monitor() as client, TreeMonitor(interval=0.05) as tree:
-        result = func(*args, **kwargs)
-    return result, {"seconds": client.elapsed, "client_mib": client.peak_increase / 2**20,
-                    "workers_mib": tree.peak_increase / 2**20 if workers else float("nan"),
-                    "other_load": tree.other_load}
 
 
 def plain_mdd(X: np.ndarray, index: np.ndarray, grid: np.ndarray, n_draws: int) -> tuple:
@@ -113,7 +82,7 @@ def run(X: np.ndarray, sizes: list[int], n_draws: int) -> list[dict[str, Any]]:
                 select_model(X, method, n_draws=2, n_train=sizes[0], random_state=0)
             for n_t in sizes:
                 for method in METHODS:
-                    res, stats = _timed(True, select_model, X, method, n_draws=n_draws,
+                    res, stats = timed_on_cluster(True, select_model, X, method, n_draws=n_draws,
                                         n_train=n_t, random_state=0)
                     records.append({"n_t": n_t, "workers": workers, "method": method,
                                     "sigma2": res.sigma2, "n_c": res.n_components, **stats,
@@ -125,7 +94,8 @@ def run(X: np.ndarray, sizes: list[int], n_draws: int) -> list[dict[str, Any]]:
     for n_t in sizes:
         ref = next(r for r in records if r["n_t"] == n_t and r["workers"] == 1
                    and r["method"] == "mdd")
-        (sigma2, n_c), stats = _timed(False, plain_mdd, X, ref["index"], ref["grid"], n_draws)
+        (sigma2, n_c), stats = timed_on_cluster(False, plain_mdd, X, ref["index"], ref["grid"],
+                                                n_draws)
         records.append({"n_t": n_t, "workers": "plain loop", "method": "mdd", "sigma2": sigma2,
                         "n_c": n_c, **stats})
         print(f"N_t={n_t} plain loop mdd: {stats['seconds']:.1f} s, sigma2={sigma2}, "
