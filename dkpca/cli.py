@@ -20,7 +20,9 @@ import argparse
 import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -31,7 +33,8 @@ __all__ = ["UsageError", "main"]
 logger = logging.getLogger("dkpca")
 
 #: Exceptions that mean the user asked for something impossible, reported in one line.
-_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, ImportError)
+_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, ImportError,
+                ConnectionError)
 
 
 class UsageError(Exception):
@@ -529,6 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     logger.addHandler(handler)  # dkpca's progress only; dask's own logs stay at their level
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    previous_sigterm = _interrupt_on_sigterm()
     try:
         summary = _run(args)
     except (UsageError, *_USER_ERRORS) as err:
@@ -537,13 +541,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"dkpca: error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
         print("dkpca: interrupted; no output was written", file=sys.stderr)
         return 130
     finally:
         logger.removeHandler(handler)
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
     print(summary)
     return 0
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigterm() -> Any:
+    """Treat SIGTERM (Kubernetes, batch systems) like Ctrl-C, so outputs are cleaned up.
+
+    Returns the previous handler, or ``None`` where handlers cannot be set (not the main
+    thread).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 if __name__ == "__main__":  # pragma: no cover

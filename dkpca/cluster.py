@@ -173,6 +173,9 @@ def connect(
     ValueError
         If ``scheduler``'s protocol disagrees with ``security``: ``tcp://`` with TLS
         configured, or ``tls://`` without it.
+    ConnectionError
+        If the scheduler cannot be reached or refuses the connection (for example a
+        certificate signed by another authority).
 
     See Also
     --------
@@ -191,7 +194,12 @@ def connect(
 
     if scheduler is not None:
         address = _scheduler_address(scheduler, security)
-        with Client(address, security=security) as client:
+        try:
+            client = Client(address, security=security)
+        except OSError as err:  # unreachable, refused, or a certificate the scheduler rejects
+            message = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConnectionError(f"cannot connect to scheduler {address}: {message}") from err
+        with client:
             logger.info("connected to scheduler %s", address)
             yield client
         return

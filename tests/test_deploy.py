@@ -1,0 +1,496 @@
+"""The Kubernetes deployment under deploy/: schemas, security settings, and drift from the CLI.
+
+Offline and fast: the manifests are checked against the Kubernetes OpenAPI schemas shipped with
+kubernetes-validate, and the dask-kubernetes operator's custom resources against a JSON schema
+written here from the operator's CRDs.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+jsonschema = pytest.importorskip("jsonschema")
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+
+#: Kubernetes version whose schemas (shipped with kubernetes-validate) the manifests must meet.
+K8S_VERSION = "1.30.0"
+DASK_API = "kubernetes.dask.org/v1"
+TLS_DIR = "/etc/dkpca/tls"
+TLS_FLAGS = {
+    "--tls-ca-file": f"{TLS_DIR}/ca.crt",
+    "--tls-cert": f"{TLS_DIR}/tls.crt",
+    "--tls-key": f"{TLS_DIR}/tls.key",
+}
+UID = 10001
+
+# ---- the operator's custom resources ---------------------------------------------------------
+# Written from dask/dask-kubernetes, dask_kubernetes/operator/customresources/ (main branch:
+# templates.yaml at 9c66d1a7, daskcluster.yaml at c24c9a8a, daskjob.yaml at 91e70316), whose
+# PodSpec and ServiceSpec are Kubernetes' own (resolved there from the 1.21.1 schemas). Those
+# two are only "object" here: test_embedded_pod_and_service_specs validates them against
+# kubernetes-validate's schemas. additionalProperties is false where the CRD lists properties,
+# because the API server silently prunes unknown fields of a structural CRD: a misspelled
+# field would vanish instead of failing.
+
+_OBJECT = {"type": "object"}
+_SIMPLE_META = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+_CLUSTER_SPEC = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["scheduler", "worker"],
+    "properties": {
+        "idleTimeout": {"type": "integer"},
+        "scheduler": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["spec", "service"],
+            "properties": {"metadata": _SIMPLE_META, "spec": _OBJECT, "service": _OBJECT},
+        },
+        "worker": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["spec"],
+            "properties": {
+                "replicas": {"type": "integer", "minimum": 0},
+                "metadata": _SIMPLE_META,
+                "spec": _OBJECT,
+            },
+        },
+    },
+}
+_METADATA = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": {"type": "string", "pattern": r"^[a-z]([-a-z0-9]*[a-z0-9])?$"}},
+}
+CRD_SCHEMAS = {
+    "DaskCluster": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": DASK_API},
+            "kind": {"const": "DaskCluster"},
+            "metadata": _METADATA,
+            "spec": _CLUSTER_SPEC,
+        },
+    },
+    "DaskJob": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": DASK_API},
+            "kind": {"const": "DaskJob"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["job", "cluster"],
+                "properties": {
+                    "job": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["spec"],
+                        "properties": {"metadata": _SIMPLE_META, "spec": _OBJECT},
+                    },
+                    "cluster": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["spec"],
+                        "properties": {"metadata": _SIMPLE_META, "spec": _CLUSTER_SPEC},
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+# ---- reading the manifests -------------------------------------------------------------------
+
+
+def _documents() -> list[tuple[str, dict[str, Any]]]:
+    docs = []
+    for path in MANIFESTS:
+        with path.open() as file:
+            docs += [(path.name, doc) for doc in yaml.safe_load_all(file) if doc is not None]
+    return docs
+
+
+DOCS = _documents()
+
+
+def _of_kind(kind: str) -> list[dict[str, Any]]:
+    return [doc for _, doc in DOCS if doc["kind"] == kind]
+
+
+def _pod_specs() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Yield (manifest name, role, PodSpec) for every pod the manifests make."""
+    for _, doc in DOCS:
+        name, kind = doc["metadata"]["name"], doc["kind"]
+        clusters = []
+        if kind == "DaskCluster":
+            clusters.append(doc["spec"])
+        elif kind == "DaskJob":
+            clusters.append(doc["spec"]["cluster"]["spec"])
+            yield name, "job-runner", doc["spec"]["job"]["spec"]
+        elif kind == "Job":
+            yield name, "dask-client", doc["spec"]["template"]["spec"]
+        for cluster in clusters:
+            yield name, "scheduler", cluster["scheduler"]["spec"]
+            yield name, "worker", cluster["worker"]["spec"]
+
+
+def _containers() -> Iterator[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    for name, role, pod in _pod_specs():
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            yield name, role, pod, container
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _expanded_args(container: dict[str, Any], cluster_name: str, namespace: str) -> list[str]:
+    """The container's command line as the kubelet runs it: $(VAR) replaced from its env."""
+    fields = {
+        "metadata.labels['dask.org/cluster-name']": cluster_name,
+        "metadata.namespace": namespace,
+    }
+    env: dict[str, str] = {"DASK_WORKER_NAME": f"{cluster_name}-default-worker-0123456789"}
+
+    def expand(text: str) -> str:
+        return re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), text)
+
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = expand(item["value"])
+        else:
+            env[item["name"]] = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
+    return [expand(arg) for arg in container.get("command", []) + container.get("args", [])]
+
+
+def _cluster_of(manifest: str) -> tuple[str, str]:
+    """The cluster name and namespace a manifest's pods belong to."""
+    (doc,) = [doc for _, doc in DOCS if doc["metadata"]["name"] == manifest
+              and doc["kind"] in ("DaskCluster", "DaskJob", "Job")]
+    if doc["kind"] == "Job":  # a client of the long-lived DaskCluster
+        return _of_kind("DaskCluster")[0]["metadata"]["name"], doc["metadata"]["namespace"]
+    return doc["metadata"]["name"], doc["metadata"]["namespace"]
+
+
+def _quantity(text: str | int) -> float:
+    """A Kubernetes quantity (cpu "500m", memory "8Gi") as a number."""
+    units = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    match = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(text))
+    assert match, text
+    return float(match[1]) * (units[match[2]] if match[2] else 1)
+
+
+def _option(argv: list[str], flag: str) -> str:
+    assert argv.count(flag) == 1, f"{flag} must appear once in {argv}"
+    return argv[argv.index(flag) + 1]
+
+
+# ---- 1. schemas ------------------------------------------------------------------------------
+
+
+def test_manifests_exist_and_parse():
+    kinds = {doc["kind"] for _, doc in DOCS}
+    assert {"DaskCluster", "DaskJob", "NetworkPolicy", "Secret", "ConfigMap",
+            "Namespace", "Job"} <= kinds
+    for path in MANIFESTS:
+        with path.open() as file:
+            assert all(isinstance(doc, dict) for doc in yaml.safe_load_all(file)), path
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    for resource in kustomization["resources"]:
+        assert (DEPLOY / resource).is_file(), resource
+
+
+@pytest.mark.parametrize(
+    ("manifest", "doc"),
+    [(f, d) for f, d in DOCS if d["apiVersion"] != DASK_API],
+    ids=lambda v: v if isinstance(v, str) else f"{v['kind']}/{v['metadata']['name']}",
+)
+def test_core_manifests_validate(manifest, doc):
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("doc", [d for _, d in DOCS if d["apiVersion"] == DASK_API],
+                         ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_operator_resources_validate(doc):
+    jsonschema.validate(doc, CRD_SCHEMAS[doc["kind"]])
+
+
+def test_crd_schema_catches_mistakes():
+    cluster = copy.deepcopy(_of_kind("DaskCluster")[0])
+    cluster["spec"]["worker"]["replica"] = cluster["spec"]["worker"].pop("replicas")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(cluster, CRD_SCHEMAS["DaskCluster"])
+
+
+def test_embedded_pod_and_service_specs():
+    """The operator's PodSpecs and ServiceSpecs, validated as a Pod and a Service."""
+    for name, role, pod in _pod_specs():
+        wrapped = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"{name}-{role}"}, "spec": pod}
+        kubernetes_validate.validate(wrapped, K8S_VERSION, strict=True)
+    clusters = [d["spec"] for d in _of_kind("DaskCluster")]
+    clusters += [d["spec"]["cluster"]["spec"] for d in _of_kind("DaskJob")]
+    for cluster in clusters:
+        service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "scheduler"},
+                   "spec": cluster["scheduler"]["service"]}
+        kubernetes_validate.validate(service, K8S_VERSION, strict=True)
+    bad = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+           "spec": {"containers": [{"name": "x", "image": "x", "comand": ["dask"]}]}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
+
+
+# ---- 2. security and consistency -------------------------------------------------------------
+
+
+def test_every_container_is_locked_down():
+    seen = 0
+    for name, role, pod, container in _containers():
+        where = f"{name}/{role}/{container['name']}"
+        context = container["securityContext"]
+        assert context["runAsNonRoot"] is True, where
+        assert context["runAsUser"] == UID, where
+        assert context["allowPrivilegeEscalation"] is False, where
+        assert context["capabilities"] == {"drop": ["ALL"]}, where
+        assert context["readOnlyRootFilesystem"] is True, where
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        assert "privileged" not in context, where
+        assert pod["securityContext"]["runAsNonRoot"] is True, where
+        assert pod["automountServiceAccountToken"] is False, where
+        # Writable places are emptyDirs; the TLS Secret is mounted read-only.
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]["name"]], where
+        assert "emptyDir" in volumes[mounts["/home/dkpca"]["name"]], where
+        tls = mounts[TLS_DIR]
+        assert tls["readOnly"] is True, where
+        assert volumes[tls["name"]]["secret"]["secretName"] == "dkpca-tls", where
+        # Requests equal limits: Guaranteed QoS, no eviction or OOM kill by overcommit.
+        resources = container["resources"]
+        assert resources["requests"] == resources["limits"], where
+        assert {"cpu", "memory"} <= resources["limits"].keys(), where
+        seen += 1
+    assert seen >= 8
+
+
+def test_worker_threads_and_memory_match_its_limits():
+    from dask.utils import parse_bytes
+
+    from dkpca.cluster import WORKER_ENV
+
+    workers = [(n, p, c) for n, role, p, c in _containers() if role == "worker"]
+    assert workers
+    for name, pod, container in workers:
+        argv = container["command"] + container["args"]
+        assert argv[:2] == ["dask", "worker"]
+        limits = container["resources"]["limits"]
+        assert int(_option(argv, "--nthreads")) == _quantity(limits["cpu"]), name
+        assert parse_bytes(_option(argv, "--memory-limit")) == _quantity(limits["memory"]), name
+        assert container["resources"]["requests"]["memory"] == limits["memory"], name
+        # Spilling goes to an emptyDir, the fixed ports are the ones the policies open.
+        local = _option(argv, "--local-directory")
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == local]
+        assert "emptyDir" in {v["name"]: v for v in pod["volumes"]}[mount["name"]], name
+        assert (_option(argv, "--worker-port"), _option(argv, "--nanny-port")) == ("8788", "8789")
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        for variable, value in WORKER_ENV.items():  # as the embedded cluster's workers
+            assert env[variable] == value, name
+
+
+def test_scheduler_ports_and_service():
+    clusters = [(d["metadata"]["name"], d["spec"]) for d in _of_kind("DaskCluster")]
+    clusters += [(d["metadata"]["name"], d["spec"]["cluster"]["spec"])
+                 for d in _of_kind("DaskJob")]
+    for name, cluster in clusters:
+        (container,) = cluster["scheduler"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports == {"tcp-comm": 8786, "http-dashboard": 8787}
+        argv = container["command"] + container["args"]
+        assert argv[:2] == ["dask", "scheduler"]
+        assert _option(argv, "--port") == "8786"
+        assert _option(argv, "--protocol") == "tls"
+        service = cluster["scheduler"]["service"]
+        assert {p["name"]: p["port"] for p in service["ports"]} == ports
+        assert service["selector"] == {"dask.org/cluster-name": name,
+                                       "dask.org/component": "scheduler"}
+        assert service.get("type", "ClusterIP") == "ClusterIP"  # never exposed outside
+
+
+def test_jobs_embed_the_daskcluster_spec():
+    """The DaskJobs' clusters are daskcluster.yaml's, but for their own name."""
+    (reference,) = _of_kind("DaskCluster")
+    for job in _of_kind("DaskJob"):
+        spec = copy.deepcopy(job["spec"]["cluster"]["spec"])
+        spec["scheduler"]["service"]["selector"]["dask.org/cluster-name"] = (
+            reference["metadata"]["name"])
+        assert spec == reference["spec"], job["metadata"]["name"]
+
+
+def test_tls_everywhere():
+    for manifest, doc in DOCS:
+        for text in _strings(doc):
+            assert "tcp://" not in text, f"{manifest}: {text}"
+    dask_commands = 0
+    for name, role, _, container in _containers():
+        cluster, namespace = _cluster_of(name)
+        argv = _expanded_args(container, cluster, namespace)
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        assert env["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "True", name
+        if "DASK_SCHEDULER_ADDRESS" in env or role != "scheduler":
+            # Set by us, so the operator does not inject its tcp:// address.
+            assert env["DASK_SCHEDULER_ADDRESS"].startswith("tls://"), name
+        for flag, path in TLS_FLAGS.items():
+            assert _option(argv, flag) == path, f"{name}/{role}"
+        if argv[0] == "dask":
+            dask_commands += 1
+        addresses = [a for a in argv if "://" in a and not a.startswith("s3://")]
+        assert addresses == (
+            [] if role == "scheduler" else [f"tls://{cluster}-scheduler.{namespace}.svc:8786"]
+        ), f"{name}/{role}"
+    assert dask_commands >= 6
+
+
+def test_network_policies():
+    policies = {p["metadata"]["name"]: p["spec"] for p in _of_kind("NetworkPolicy")}
+
+    # A default deny, both directions, for the whole namespace.
+    deny = [p for p in policies.values()
+            if p["podSelector"] == {} and not p.get("ingress") and not p.get("egress")]
+    assert any(set(p["policyTypes"]) == {"Ingress", "Egress"} for p in deny)
+    # Nothing else allows ingress to all pods.
+    assert all(not p.get("ingress") for p in policies.values() if p["podSelector"] == {})
+
+    def ingress(component: str) -> list[dict[str, Any]]:
+        rules = []
+        for spec in policies.values():
+            if spec["podSelector"].get("matchLabels") == {"dask.org/component": component}:
+                rules += spec.get("ingress", [])
+        return rules
+
+    def allowed(rules: list[dict[str, Any]], port: int) -> list[dict[str, Any]]:
+        sources = []
+        for rule in rules:
+            assert rule.get("ports"), "a rule without ports opens every port"
+            assert rule.get("from"), "a rule without sources opens to everyone"
+            if any(p["port"] == port and p["protocol"] == "TCP" for p in rule["ports"]):
+                sources += rule["from"]
+        return sources
+
+    pods = [{"podSelector": {"matchLabels": labels}} for labels in (
+        {"dask.org/component": "worker"}, {"dask.org/component": "job-runner"},
+        {"app.kubernetes.io/component": "dask-client"})]
+    scheduler = ingress("scheduler")
+    assert allowed(scheduler, 8786) == pods
+    operator = allowed(scheduler, 8787)
+    assert operator == [{
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "dask-operator"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "dask-kubernetes-operator"}},
+    }]
+    ports = {p["port"] for rule in scheduler for p in rule["ports"]}
+    assert ports == {8786, 8787}
+
+    worker = ingress("worker")
+    from_scheduler = {"podSelector": {"matchLabels": {"dask.org/component": "scheduler"}}}
+    from_workers = {"podSelector": {"matchLabels": {"dask.org/component": "worker"}}}
+    assert allowed(worker, 8788) == [from_scheduler, from_workers]
+    assert allowed(worker, 8789) == [from_scheduler]
+    assert {p["port"] for rule in worker for p in rule["ports"]} == {8788, 8789}
+    assert ingress("job-runner") == []
+    for spec in policies.values():  # ipBlocks only for egress to object storage, on 443
+        for rule in spec.get("ingress", []):
+            assert all("ipBlock" not in peer for peer in rule["from"])
+        for rule in spec.get("egress", []):
+            if any("ipBlock" in peer for peer in rule["to"]):
+                assert [p["port"] for p in rule["ports"]] == [443]
+
+
+def test_containerfile():
+    text = (DEPLOY / "Containerfile").read_text()
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert re.search(r"python:3\.11-slim", text)
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users, "no USER"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) == UID
+    for instruction in ("ENTRYPOINT", "CMD"):
+        (line,) = [line for line in lines if line.startswith(instruction + " ")]
+        assert "pip" not in line and "install" not in line, line
+    assert '["dkpca"]' in [line.split(None, 1)[1] for line in lines
+                           if line.startswith("ENTRYPOINT ")]
+    installs = [line for line in lines if "pip install" in line]
+    assert installs and all("--no-index" in line for line in installs)
+    assert "-c /opt/dkpca/requirements.lock" in text
+
+
+def test_lock_pins_every_runtime_dependency():
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version and re.fullmatch(r"[\w.+-]+", version), line
+            pins[canonicalize_name(name)] = version
+    for text in requires("dkpca") or []:
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": "plot"}):
+            assert canonicalize_name(requirement.name) in pins, requirement.name
+    assert not {"pytest", "ruff", "kubernetes-validate"} & pins.keys()
+
+
+# ---- 3. the dkpca command lines parse with dkpca's own parser --------------------------------
+
+
+def test_dkpca_commands_parse():
+    from dkpca.cli import _parser
+
+    parsed = {}
+    for name, _, _, container in _containers():
+        argv = _expanded_args(container, *_cluster_of(name))
+        if argv[0] != "dkpca":
+            continue
+        args = _parser().parse_args(argv[1:])
+        assert args.scheduler.startswith("tls://"), name
+        assert (args.tls_ca_file, args.tls_cert, args.tls_key) == tuple(TLS_FLAGS.values())
+        parsed[args.command] = args
+    assert {"fit", "select", "transform"} <= parsed.keys()
+    assert parsed["fit"].out.endswith(".zarr") and "://" in parsed["fit"].input
+    assert parsed["select"].plot.startswith("/tmp/")  # the only writable place

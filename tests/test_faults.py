@@ -1,0 +1,246 @@
+"""Faults: a worker process killed mid-computation, and a ``dkpca`` run killed outright.
+
+A fit or a write on a ``LocalCluster`` with nannies, one of whose worker processes is killed
+while it has tasks, finishes with the result of an undisturbed run (the nanny restarts the
+worker; the scheduler recomputes what it held). A ``dkpca transform`` killed mid-write never
+leaves its destination: after SIGINT nothing is left at all; after SIGKILL (no cleanup
+possible) only the hidden ``.NAME.dkpca-tmp-*`` sibling stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import dkpca
+from dkpca.blocked import compute
+from dkpca.cluster import connect
+from dkpca.io import atomic_group, store_array
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.distributed
+
+TIMEOUT = 120.0
+
+
+# --- a worker process killed mid-computation -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two nanny-managed worker processes with one thread each."""
+    with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def arrays(tmp_path_factory):
+    """Zarr inputs: ``train`` (6000 x 20) for the fit, ``new`` (60000 x 20) to project."""
+    folder = tmp_path_factory.mktemp("faults")
+    rng = np.random.default_rng(0)
+    zarr.create_array(folder / "train.zarr", data=rng.normal(size=(6_000, 20)),
+                      chunks=(500, 20))
+    zarr.create_array(folder / "new.zarr", data=rng.normal(size=(60_000, 20)),
+                      chunks=(3_000, 20))
+    return folder / "train.zarr", folder / "new.zarr"
+
+
+class WorkerKiller(threading.Thread):
+    """SIGKILL the process of a worker that has tasks, once ``ready()`` holds.
+
+    The worker processes are the nannies' children, so the nanny notices and starts a new one.
+    """
+
+    def __init__(self, client, ready=lambda: True):
+        super().__init__(daemon=True)
+        self.client, self.ready = client, ready
+        client.wait_for_workers(2, timeout=TIMEOUT)  # a previous test may have killed one
+        self.pids = client.run(os.getpid)
+        self.victim: str | None = None
+        self.killed_at: float | None = None
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            busy = [w for w, keys in self.client.processing().items() if keys]
+            if busy and self.ready():
+                self.victim = busy[0]
+                os.kill(self.pids[self.victim], signal.SIGKILL)
+                self.killed_at = time.monotonic()
+                return
+            time.sleep(0.02)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.join(timeout=TIMEOUT)
+
+    def check(self, finished: float) -> None:
+        """Assert the kill came before ``finished``, hit running work, and was repaired."""
+        assert self.killed_at is not None, "no worker had tasks: nothing was killed"
+        assert self.killed_at < finished, "the worker was killed after the computation ended"
+        removals = [msg for _, msg in self.client.get_events("all")
+                    if isinstance(msg, dict) and msg.get("action") == "remove-worker"
+                    and msg.get("worker") == self.victim]
+        assert removals and not removals[-1]["expected"]
+        assert removals[-1]["processing-tasks"], "the killed worker had no tasks"
+        self.client.wait_for_workers(2, timeout=TIMEOUT)  # the nanny restarted it
+        pids = set(self.client.run(os.getpid).values())
+        assert self.pids[self.victim] not in pids and len(pids) == 2
+
+
+def _fit(train: Path) -> dkpca.KernelPCA:
+    """Randomized kernel PCA, its kernel tiles re-evaluated on the workers at every pass."""
+    model = dkpca.KernelPCA(3, solver="randomized", random_state=0, max_memory="1MiB",
+                            block_size="8MiB")
+    return model.fit(da.from_zarr(train))
+
+
+@pytest.fixture(scope="module")
+def undisturbed(client, arrays):
+    """The fit and the stored scores of a run on the same cluster without faults."""
+    train, new = arrays
+    model = _fit(train)
+    group = zarr.open_group(train.parent / "undisturbed.zarr", mode="w")
+    compute(store_array(group, "scores", model.transform(da.from_zarr(new))))
+    return model, group["scores"][...]
+
+
+def test_fit_survives_a_killed_worker(client, arrays, undisturbed):
+    reference, _ = undisturbed
+    train, _ = arrays
+    started = time.monotonic()
+    # let the first passes run, so that the kill lands in the middle of the fit
+    with WorkerKiller(client, ready=lambda: time.monotonic() - started > 1.0) as killer:
+        model = _fit(train)
+        finished = time.monotonic()
+    killer.check(finished)
+    assert model.n_iter_ == reference.n_iter_
+    np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-10)
+    X = zarr.open_array(train, mode="r")[:500]
+    np.testing.assert_allclose(model.transform(X), reference.transform(X), rtol=1e-8,
+                               atol=1e-10)
+
+
+def test_write_survives_a_killed_worker(client, arrays, undisturbed, tmp_path):
+    model, expected = undisturbed
+    _, new = arrays
+    out = tmp_path / "scores.zarr"
+
+    def chunks_written() -> bool:
+        return any(tmp_path.glob(".scores.zarr.dkpca-tmp-*/scores/c/*/*"))
+
+    with atomic_group(out) as group:
+        pending = store_array(group, "scores", model.transform(da.from_zarr(new)))
+        with WorkerKiller(client, ready=chunks_written) as killer:
+            compute(pending)
+            finished = time.monotonic()
+    killer.check(finished)
+    written = zarr.open_group(out, mode="r")["scores"]
+    assert written.chunks == (3_000, 3)
+    np.testing.assert_allclose(written[...], expected, rtol=1e-12, atol=1e-14)
+    assert [p.name for p in tmp_path.iterdir()] == ["scores.zarr"]
+
+
+# --- a dkpca run killed outright -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def transform_inputs(tmp_path_factory):
+    """A saved Nyström model, and 120000 x 20 rows to project with it (30 chunks)."""
+    folder = tmp_path_factory.mktemp("killed")
+    rng = np.random.default_rng(1)
+    model = dkpca.KernelPCA(3, solver="nystrom", n_landmarks=1000, random_state=0)
+    dkpca.save(model.fit(rng.normal(size=(3_000, 20))), folder / "model.zarr")
+    zarr.create_array(folder / "X.zarr", data=rng.normal(size=(120_000, 20)),
+                      chunks=(4_000, 20))
+    return folder / "model.zarr", folder / "X.zarr"
+
+
+@pytest.fixture
+def interrupted_transform(transform_inputs, tmp_path):
+    """Start ``dkpca transform`` in its own session; ``interrupt(sig)`` sends ``sig`` mid-write.
+
+    Returns the process after it ended, and its stderr. Whatever of the session is still
+    alive at teardown (its embedded cluster's worker) is killed.
+    """
+    model, X = transform_inputs
+    sessions: list[int] = []
+
+    def interrupt(sig: int) -> tuple[subprocess.Popen, str]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dkpca", "transform", str(model), str(X), "--out",
+             str(tmp_path / "scores.zarr"), "--workers", "1", "--threads-per-worker", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        sessions.append(process.pid)
+        deadline = time.monotonic() + TIMEOUT
+        # mid-write: two of the 30 score chunks are in the temporary store
+        while len(list(tmp_path.glob(".scores.zarr.dkpca-tmp-*/scores/c/*/*"))) < 2:
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the transform wrote nothing"
+            time.sleep(0.02)
+        process.send_signal(sig)
+        _, stderr = process.communicate(timeout=TIMEOUT)
+        return process, stderr
+
+    yield interrupt
+    for session in sessions:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(session, signal.SIGKILL)
+
+
+def _session_ends(session: int) -> bool:
+    """Wait for every process of ``session`` (a group we started) to exit."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(session, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_sigkill_leaves_no_output(interrupted_transform, tmp_path):
+    process, _ = interrupted_transform(signal.SIGKILL)
+    assert process.returncode == -signal.SIGKILL
+    # the orphaned worker notices its nanny's death and exits: nothing writes any more
+    assert _session_ends(process.pid)
+    assert not (tmp_path / "scores.zarr").exists()
+    # no cleanup is possible after SIGKILL: the hidden temporary sibling stays
+    (temp,) = tmp_path.iterdir()
+    assert temp.name.startswith(".scores.zarr.dkpca-tmp-")
+
+
+def test_sigint_leaves_nothing(interrupted_transform, tmp_path):
+    process, stderr = interrupted_transform(signal.SIGINT)
+    assert process.returncode == 130, stderr[-3000:]
+    assert stderr.strip().endswith("dkpca: interrupted; no output was written")
+    assert _session_ends(process.pid)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_nothing(interrupted_transform, tmp_path):
+    """SIGTERM (what Kubernetes sends) is handled like Ctrl-C."""
+    process, stderr = interrupted_transform(signal.SIGTERM)
+    assert process.returncode == 130, stderr[-3000:]
+    assert stderr.strip().endswith("dkpca: interrupted; no output was written")
+    assert _session_ends(process.pid)
+    assert list(tmp_path.iterdir()) == [], stderr[-3000:]
