@@ -203,6 +203,7 @@ def interrupted_transform(transform_inputs, tmp_path):
     for session in sessions:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(session, signal.SIGKILL)
+        _session_ends(session)  # gone before the next test measures its own workers
 
 
 def _session_ends(session: int) -> bool:
