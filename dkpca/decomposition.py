@@ -512,7 +512,7 @@ default="auto"
         self.n_components_ = basis.n_components
         self.n_features_in_ = d
         self._n_features_out = basis.n_components
-        self._fit_preimage(Xd, np.random.default_rng(check_random_state(self.random_state)))
+        self._fit_preimage(np.random.default_rng(check_random_state(self.random_state)))
         return self
 
     def transform(self, X: ArrayLike) -> np.ndarray | da.Array:

@@ -228,24 +228,26 @@ class LearnedPreimage:
 
 
 def learned_training_set(
-    Xd: da.Array, basis: Any, rng: np.random.Generator
+    basis: Any, training_scores: np.ndarray | da.Array, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """Points (and their scores) the learned pre-image regresses on.
 
-    The basis points when they are a subset (landmarks, pivots); otherwise the training points,
-    uniformly subsampled to :data:`MAX_LEARNED_SAMPLES` (an ``r × r`` solve).
+    The basis points when they are a subset (landmarks, pivots), projected; otherwise the
+    training points the basis keeps, uniformly subsampled to :data:`MAX_LEARNED_SAMPLES` (an
+    ``r × r`` solve), with their scores from the fit (``training_scores``), so no kernel block
+    is evaluated again.
     """
     B = basis.basis
-    if B.shape[0] < Xd.shape[0]:
-        points = np.asarray(compute(B)[0] if isinstance(B, da.Array) else B)
-    elif Xd.shape[0] > MAX_LEARNED_SAMPLES:
-        rows = np.sort(rng.choice(Xd.shape[0], MAX_LEARNED_SAMPLES, replace=False))
-        (points,) = compute(Xd[rows])
+    if B.shape[0] < basis.n_samples:
+        (points,) = compute(B) if isinstance(B, da.Array) else (B,)
+        (scores,) = compute(basis.transform(da.from_array(points, chunks=(len(points), -1))))
     else:
-        (points,) = compute(Xd)
-    scores = basis.transform(da.from_array(points, chunks=(max(1, points.shape[0]), -1)))
-    (scores,) = compute(scores)
-    return np.asarray(points, dtype=np.float64), scores
+        rows = slice(None)
+        if B.shape[0] > MAX_LEARNED_SAMPLES:
+            rows = np.sort(rng.choice(B.shape[0], MAX_LEARNED_SAMPLES, replace=False))
+        points, scores = B[rows], training_scores[rows]
+        points, scores = compute(points, scores)  # a no-op for numpy
+    return np.asarray(points, dtype=np.float64), np.asarray(scores, dtype=np.float64)
 
 
 class PreimageMixin:
@@ -256,11 +258,12 @@ class PreimageMixin:
     the fitted ``dual_coef_`` and ``X_transformed_fit_`` (scikit-learn's names).
     """
 
-    def _fit_preimage(self, Xd: da.Array, rng: np.random.Generator) -> None:
+    def _fit_preimage(self, rng: np.random.Generator) -> None:
         """Learn the kernel ridge pre-image at the end of ``fit``."""
         if not self.fit_inverse_transform:
             return
-        points, scores = learned_training_set(Xd, self.basis_, rng)
+        training_scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+        points, scores = learned_training_set(self.basis_, training_scores, rng)
         learned = LearnedPreimage(self.kernel_, self.alpha).fit(scores, points)
         self.dual_coef_, self.X_transformed_fit_ = learned.dual_coef_, learned.scores_
 

@@ -67,6 +67,7 @@ def _power_sums(train: np.ndarray, Y: np.ndarray, center: np.ndarray, shift: flo
 
 
 def _shifted_sums(r: np.ndarray, shift: float) -> np.ndarray:
+    """``[count, Σ(r-s), Σ(r-s)², Σ(r-s)³, Σ(r-s)⁴, 0]``: the maximum is combined separately."""
     d = r - shift
     power = d.copy()
     sums = [float(d.size)]
@@ -74,20 +75,22 @@ def _shifted_sums(r: np.ndarray, shift: float) -> np.ndarray:
         sums.append(float(power.sum()))
         if p < 4:
             power *= d
-    return np.array(sums + [float(r.max(initial=0.0))])
+    return np.array([*sums, 0.0])
 
 
-def _off_diagonal(sq_distances: np.ndarray) -> np.ndarray:
+def _training_distances(sq_distances: np.ndarray) -> np.ndarray:
+    """Return the off-diagonal training distances ``r_ij`` (``i ≠ j``), computed once."""
     return np.sqrt(sq_distances[~np.eye(sq_distances.shape[0], dtype=bool)])
 
 
-def _mean_distance(sq_distances: np.ndarray) -> float:
-    r = _off_diagonal(sq_distances)
+def _mean_distance(r: np.ndarray) -> float:
     return float(r.mean()) if r.size else 0.0
 
 
-def _training_sums(sq_distances: np.ndarray, shift: float) -> np.ndarray:
-    return _shifted_sums(_off_diagonal(sq_distances), shift)
+def _training_sums(r: np.ndarray, shift: float) -> np.ndarray:
+    sums = _shifted_sums(r, shift)
+    sums[5] = float(r.max(initial=0.0))
+    return sums
 
 
 def _without_self_pairs(total: np.ndarray, n_t: int, shift: float) -> np.ndarray:
@@ -151,12 +154,13 @@ def distance_moments(
     (2.0, 3.0, 6)
     """
     delayed = dask.delayed(pure=True)
-    shift = delayed(_mean_distance)(sq_distances)
+    training = delayed(_training_distances)(sq_distances)
+    shift = delayed(_mean_distance)(training)
     center = delayed(np.mean)(train, axis=0)
     local = delayed(np.subtract)(train, center)  # distances about the mean, for accuracy
     parts = []
     if others is None or not others_include_train:
-        parts.append(delayed(_training_sums)(sq_distances, shift))
+        parts.append(delayed(_training_sums)(training, shift))
     if others is not None:
         parts += [delayed(_power_sums)(local, block, center, shift)
                   for block in others.to_delayed().ravel()]
