@@ -6,10 +6,10 @@ tile holds about ``block_bytes`` (default 128 MiB). Three kinds of operation are
 * :func:`kernel_matrix` — the lazy matrix ``K(X, Y)`` as a dask array;
 * :func:`kernel_product` — the lazy product ``K(X, Y) @ V`` (used by ``transform``), reduced
   over ``Y``'s tiles with dask's tree reduction;
-* for the training data, :func:`symmetric_kernel_product` (``K(X, X) @ V``, streaming),
-  :func:`kernel_tiles` (the tiles kept in memory, half the matrix) and :func:`gather_kernel`
-  (the upper triangle in one array, for LAPACK). These evaluate only the tiles on and above
-  the diagonal (``K`` is symmetric), which halves the kernel work.
+* for the training data, :func:`gather_kernel` (the upper triangle in one array, for LAPACK),
+  which evaluates only the tiles on and above the diagonal (``K`` is symmetric), halving the
+  kernel work. The iterative solver's products with the same tiles, cached on the workers or
+  streamed, are in :mod:`dkpca.tiles`.
 
 Centring never materialises ``H K H``; :func:`center_columns` and :func:`center_kernel_inplace`
 apply it as rank-one corrections.
@@ -38,18 +38,20 @@ from .kernels import Kernel
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
-    "SymmetricTiles",
     "center_columns",
     "center_kernel_inplace",
+    "compute",
     "gather_kernel",
     "kernel_diagonal",
     "kernel_matrix",
     "kernel_product",
-    "kernel_tiles",
-    "symmetric_kernel_product",
+    "persist",
+    "scheduler_threads",
+    "tile_blocks",
     "tile_rows",
     "tree_reduce",
     "tree_sum",
+    "upper_pairs",
     "worker_block_bytes",
 ]
 
@@ -104,8 +106,33 @@ def compute(*args, **kwargs):
         return _progress.compute(*args, **kwargs)
 
 
+def persist(*args):
+    """``dask.persist`` with single-threaded BLAS in the tasks (see :func:`compute`).
+
+    Under a ``distributed.Client`` the results stay on the workers (futures, waited for); under
+    the local schedulers they are computed and held in this process.
+
+    Examples
+    --------
+    >>> import dask
+    >>> (total,) = persist(dask.delayed(sum)([1, 2]))
+    >>> total.compute()
+    3
+    """
+    with single_threaded_blas():
+        results = dask.persist(*args)
+        distributed = sys.modules.get("distributed")
+        futures = distributed.futures_of(results) if distributed is not None else []
+        if futures:  # workers in this process must finish under the same BLAS limit
+            distributed.wait(futures)
+        return results
+
+
 def _rows_by_tile(X: da.Array, block_bytes: int) -> da.Array:
-    t = tile_rows(X.dtype.itemsize, block_bytes)
+    return _rechunk_rows(X, tile_rows(X.dtype.itemsize, block_bytes))
+
+
+def _rechunk_rows(X: da.Array, t: int) -> da.Array:
     if X.chunks[0] == (t,) * (X.shape[0] // t) + ((X.shape[0] % t,) if X.shape[0] % t else ()):
         return X
     return X.rechunk((t, -1))
@@ -222,74 +249,17 @@ def _tile_bounds(n: int, t: int) -> list[tuple[int, int]]:
     return [(s, min(s + t, n)) for s in range(0, n, t)]
 
 
-def _tile_blocks(X: da.Array, block_bytes: int) -> tuple[list, list[tuple[int, int]]]:
-    """Delayed row tiles of ``X`` and their row bounds."""
-    X = _rows_by_tile(X.rechunk({1: -1}), block_bytes)
-    bounds = _tile_bounds(X.shape[0], X.chunks[0][0])
-    return list(X.to_delayed().ravel()), bounds
-
-
-def _pair_products(
-    kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray, Vi: np.ndarray, Vj: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    K = kernel.pairwise(Xi, Xj)
-    return K @ Vj, K.T @ Vi
-
-
-def _diagonal_product(kernel: Kernel, Xi: np.ndarray, Vi: np.ndarray) -> np.ndarray:
-    return kernel.pairwise(Xi) @ Vi
-
-
-def symmetric_kernel_product(
-    kernel: Kernel, X: da.Array, V: np.ndarray, *, block_bytes: int = DEFAULT_BLOCK_BYTES
-) -> np.ndarray:
-    """Compute ``K(X, X) @ V`` from the tiles on and above the diagonal only.
-
-    Tile ``(i, j)`` with ``i < j`` contributes ``K_ij V_j`` to row block ``i`` and
-    ``K_ijᵀ V_i`` to row block ``j``. Contributions are added into one accumulator per row
-    block as they arrive (a chain of additions), so memory stays at ``V``'s size plus the
-    tiles in flight.
-
-    Parameters
-    ----------
-    kernel : Kernel
-    X : dask array, (n, d)
-    V : numpy array, (n, b)
-
-    Returns
-    -------
-    numpy array, (n, b)
+def tile_blocks(X: da.Array, rows: int) -> tuple[list, list[tuple[int, int]]]:
+    """Delayed row tiles of ``X``, ``rows`` rows each (the last may be shorter), and their bounds.
 
     Examples
     --------
-    >>> import numpy as np, dask.array as da
-    >>> from dkpca.kernels import RBF
-    >>> X = np.random.default_rng(0).normal(size=(10, 2))
-    >>> V = np.ones((10, 1))
-    >>> got = symmetric_kernel_product(RBF(gamma=0.5), da.from_array(X, chunks=3), V,
-    ...                                block_bytes=16 * 16 * 8)
-    >>> bool(np.allclose(got, RBF(gamma=0.5).pairwise(X) @ V))
-    True
+    >>> import dask.array as da
+    >>> tile_blocks(da.zeros((40, 2)), 16)[1]
+    [(0, 16), (16, 32), (32, 40)]
     """
-    blocks, bounds = _tile_blocks(X, block_bytes)
-    V = np.asarray(V)
-    dtype = np.result_type(X.dtype, V.dtype, np.float32)
-    V_parts = [V[s:e].astype(dtype, copy=False) for s, e in bounds]
-    pair = dask.delayed(_pair_products, pure=True, nout=2)
-    diagonal = dask.delayed(_diagonal_product, pure=True)
-    add = dask.delayed(np.add, pure=True)
-    acc: list = [None] * len(blocks)
-
-    def accumulate(i: int, piece) -> None:
-        acc[i] = piece if acc[i] is None else add(acc[i], piece)
-
-    for i, Xi in enumerate(blocks):
-        accumulate(i, diagonal(kernel, Xi, V_parts[i]))
-        for j in range(i + 1, len(blocks)):
-            to_i, to_j = pair(kernel, Xi, blocks[j], V_parts[i], V_parts[j])
-            accumulate(i, to_i)
-            accumulate(j, to_j)
-    return np.concatenate(compute(*acc), axis=0)
+    X = _rechunk_rows(X.rechunk({1: -1}), rows)
+    return list(X.to_delayed().ravel()), _tile_bounds(X.shape[0], rows)
 
 
 def tree_reduce(parts: Sequence, combine: Callable, split_every: int = 8):
@@ -361,8 +331,14 @@ def worker_block_bytes(block_bytes: int) -> int:
     return int(min(block_bytes, max(MIN_BLOCK_BYTES, TILE_SHARE * min(budgets))))
 
 
-def _n_threads() -> int:
-    """Threads of the active dask scheduler (a distributed client's, else the local pool)."""
+def scheduler_threads() -> int:
+    """Threads of the active dask scheduler (a distributed client's, else the local pool).
+
+    Examples
+    --------
+    >>> scheduler_threads() >= 1
+    True
+    """
     distributed = sys.modules.get("distributed")  # no client can exist if it was never imported
     if distributed is not None:
         try:
@@ -372,82 +348,15 @@ def _n_threads() -> int:
     return dask.config.get("num_workers", None) or os.cpu_count() or 1
 
 
-class SymmetricTiles:
-    """The tiles on and above the diagonal of a symmetric kernel matrix, held in memory.
-
-    Half the memory of the full matrix, and products need no mirrored copy: tile ``(i, j)``
-    serves both ``K_ij V_j`` and ``K_ijᵀ V_i``.
+def upper_pairs(n_tiles: int) -> list[tuple[int, int]]:
+    """Tile indices ``(i, j)`` on and above the diagonal, row by row.
 
     Examples
     --------
-    >>> import numpy as np, dask.array as da
-    >>> from dkpca.kernels import Linear
-    >>> X = np.arange(6.0).reshape(3, 2)
-    >>> tiles = kernel_tiles(Linear(), da.from_array(X), block_bytes=2 * 2 * 8)
-    >>> tiles.matmul(np.ones((3, 1))).ravel(), tiles.trace()
-    (array([ 9., 39., 69.]), 55.0)
+    >>> upper_pairs(2)
+    [(0, 0), (0, 1), (1, 1)]
     """
-
-    def __init__(self, bounds: list[tuple[int, int]], tiles: dict[tuple[int, int], np.ndarray]):
-        self.bounds, self.tiles = bounds, tiles
-        self.n = bounds[-1][1]
-        self.dtype = next(iter(tiles.values())).dtype
-
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the tiles."""
-        return sum(t.nbytes for t in self.tiles.values())
-
-    def matmul(self, V: np.ndarray) -> np.ndarray:
-        """Return ``K @ V`` (BLAS multithreaded on every tile)."""
-        V = V.astype(self.dtype, copy=False)
-        out = np.zeros((self.n, V.shape[1]), dtype=self.dtype)
-        for (i, j), tile in self.tiles.items():
-            rows, cols = slice(*self.bounds[i]), slice(*self.bounds[j])
-            out[rows] += tile @ V[cols]
-            if i != j:
-                out[cols] += tile.T @ V[rows]
-        return out
-
-    def row_sums(self) -> np.ndarray:
-        """Return ``K @ 1`` accumulated in float64."""
-        sums = np.zeros(self.n)
-        for (i, j), tile in self.tiles.items():
-            sums[slice(*self.bounds[i])] += tile.sum(axis=1, dtype=np.float64)
-            if i != j:
-                sums[slice(*self.bounds[j])] += tile.sum(axis=0, dtype=np.float64)
-        return sums
-
-    def trace(self) -> float:
-        """Return the sum of the diagonal."""
-        return float(sum(np.trace(self.tiles[i, i], dtype=np.float64)
-                         for i in range(len(self.bounds))))
-
-
-def _upper_pairs(n_tiles: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n_tiles) for j in range(i, n_tiles)]
-
-
-def kernel_tiles(
-    kernel: Kernel, X: da.Array, *, block_bytes: int = DEFAULT_BLOCK_BYTES
-) -> SymmetricTiles:
-    """Evaluate the upper tiles of ``K(X, X)`` on the cluster and keep them in memory.
-
-    Memory: about half of ``n² × itemsize`` (the diagonal tiles are stored whole).
-
-    Examples
-    --------
-    >>> import numpy as np, dask.array as da
-    >>> from dkpca.kernels import RBF
-    >>> tiles = kernel_tiles(RBF(gamma=1.0), da.zeros((40, 2)), block_bytes=16 * 16 * 8)
-    >>> sorted(tiles.tiles), tiles.bounds
-    ([(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)], [(0, 16), (16, 32), (32, 40)])
-    """
-    blocks, bounds = _tile_blocks(X, block_bytes)
-    pairwise = dask.delayed(kernel.pairwise, pure=True)
-    pairs = _upper_pairs(len(blocks))
-    computed = compute(*(pairwise(blocks[i], blocks[j]) for i, j in pairs))
-    return SymmetricTiles(bounds, dict(zip(pairs, computed, strict=True)))
 
 
 def gather_kernel(
@@ -477,12 +386,12 @@ def gather_kernel(
     >>> bool(np.allclose(np.triu(K), np.triu(dense))), K[39, 0], bool(np.allclose(sums, dense.sum(1)))
     (True, np.float64(0.0), True)
     """
-    blocks, bounds = _tile_blocks(X, block_bytes)
+    blocks, bounds = tile_blocks(X, tile_rows(X.dtype.itemsize, block_bytes))
     n = X.shape[0]
     K = np.zeros((n, n), dtype=np.result_type(X.dtype, np.float32))
     row_sums = np.zeros(n)
     pairwise = dask.delayed(kernel.pairwise, pure=True)
-    batches = list(_batches(_upper_pairs(len(blocks)), _n_threads()))
+    batches = list(_batches(upper_pairs(len(blocks)), scheduler_threads()))
 
     def run(batch: Sequence[tuple[int, int]]) -> tuple:
         return compute(*(pairwise(blocks[i], blocks[j]) for i, j in batch))

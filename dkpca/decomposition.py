@@ -52,6 +52,7 @@ from .solvers import (
     select_fixed_size,
     select_landmarks,
 )
+from .tiles import CACHE_DTYPES, cache_memory_budget
 
 __all__ = ["PCA", "KernelPCA"]
 
@@ -59,6 +60,13 @@ logger = logging.getLogger(__name__)
 
 #: Below this many samples ``solver="auto"`` always decomposes the kernel exactly.
 EXACT_MAX_SAMPLES = 2000
+
+#: Default pass budget of the randomized solver.
+RANDOMIZED_MAX_ITER = 30
+
+#: ``cache_dtype="auto"`` stores float32 tiles for tolerances at least this loose: float32
+#: products are accurate to about 1e-7 of the first eigenvalue (see :mod:`dkpca.tiles`).
+FLOAT32_MIN_TOL = 1e-6
 
 
 class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -101,20 +109,33 @@ default="auto"
         ``"randomized"`` otherwise.
     min_relative_eigenvalue : float, optional
         Drop components whose eigenvalue is below this fraction of the first.
-    n_oversamples : int, default=10
-        Randomized solver: extra columns in the Krylov block.
+    n_oversamples : int, optional
+        Randomized solver: extra columns in the Krylov block; by default ``n_components + 10``
+        columns widened to 32 (a pass with 32 columns costs little more than one with 20, and
+        flat spectra converge in fewer passes).
     tol : float, default=1e-6
         Randomized solver: stop when every eigenpair's residual ``||K_c u - λ u||`` is below
         ``tol · λ_1``. Fixed-size solver: stop when an iteration raises the entropy by less
         than this fraction.
-    max_iter : int, default=20
-        Randomized solver: maximum passes over the kernel. Fixed-size solver: maximum
-        iterations (candidate batches).
+    max_iter : int, optional
+        Randomized solver: maximum passes over the kernel (default 30; with the default block
+        of 32 columns the Krylov basis holds at most 960 columns). Fixed-size solver: maximum
+        iterations, candidate batches (default 20).
     block_size : int or str, default="128MiB"
         Memory for one kernel tile.
     max_memory : int, str or "auto", default="auto"
-        Memory the whole kernel matrix may take (exact solver, and the randomized solver's
-        cache); ``"auto"`` is half of the memory available when ``fit`` starts.
+        Memory the kernel may take: the whole matrix for the exact solver (in this process),
+        the upper tiles for the randomized solver's cache (where they are held: on the workers
+        under a ``distributed.Client``). ``"auto"`` is half of this machine's available memory
+        for the exact solver and, for the cache, the workers' free memory (half of each
+        worker's limit less what it uses) or, without a cluster, half of the available memory.
+    cache_dtype : {"auto", "float32", "float64"}, default="auto"
+        Randomized solver: precision of the kernel tiles, cached or streamed. Products are
+        accumulated in float64 and every tile is stored less its mean (restored exactly), so
+        float32 tiles keep eigenvalues within about 1e-7 of float64 even for a nearly constant
+        kernel; RBF tiles are then also evaluated with a float32 GEMM on data moved to the
+        origin. ``"auto"`` takes float32 for float32 data and for ``tol >= 1e-6``, float64
+        otherwise. float32 halves the cache (a quarter of one float64 kernel matrix).
     sketch : {"gaussian", "hashing"}, default="gaussian"
         Sketch solver: Gaussian random projection (eq. 36) or signed feature hashing
         (eqs. 40, 46).
@@ -225,9 +246,12 @@ default="auto"
     Notes
     -----
     Exact: time ``O(n² d + n³)``, memory one ``n × n`` matrix. Randomized with a cached kernel:
-    ``O(n² d)`` once plus ``O(n² b)`` per pass (``b = n_components + n_oversamples``);
-    streaming: each pass re-evaluates the kernel, memory one tile per thread plus the Krylov
-    basis, ``n × b × passes``. Kernel tiles are evaluated only on and above the diagonal.
+    ``O(n² d)`` once plus ``O(n² b)`` per pass (``b`` the block width, see ``n_oversamples``),
+    memory half of ``n² × 4`` bytes for float32 tiles, held by the workers under a
+    ``distributed.Client`` (the client keeps only ``n × b`` blocks and the Krylov basis,
+    ``2 n × b × passes`` float64); streaming: each pass re-evaluates the kernel, memory one
+    tile per thread plus the Krylov basis. Kernel tiles are evaluated only on and above the
+    diagonal.
 
     Examples
     --------
@@ -255,11 +279,12 @@ default="auto"
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
         **NYSTROM_CONSTRAINTS,
         **SKETCH_CONSTRAINTS,
-        "n_oversamples": [Interval("int", 0, None)],
+        "n_oversamples": [Interval("int", 0, None), None],
         "tol": [Interval("real", 0, None, closed="neither")],
-        "max_iter": [Interval("int", 1, None)],
+        "max_iter": [Interval("int", 1, None), None],
         "block_size": SIZE,
         "max_memory": [*SIZE, Options({"auto"})],
+        "cache_dtype": [Options(set(CACHE_DTYPES))],
         "sketch_method": [Options({"auto", "nystrom", "covariance"})],
         "selection": [Options(set(SELECTIONS))],
         "entropy_gamma": [Interval("real", 0, None, closed="neither"), None],
@@ -283,11 +308,12 @@ default="auto"
         coef0: float = 1.0,
         solver: str = "auto",
         min_relative_eigenvalue: float | None = None,
-        n_oversamples: int = 10,
+        n_oversamples: int | None = None,
         tol: float = 1e-6,
-        max_iter: int = 20,
+        max_iter: int | None = None,
         block_size: int | str = "128MiB",
         max_memory: int | str = "auto",
+        cache_dtype: str = "auto",
         sketch: str = "gaussian",
         sketch_dim: int | None = None,
         n_hashes: int = 1,
@@ -320,6 +346,7 @@ default="auto"
         self.max_iter = max_iter
         self.block_size = block_size
         self.max_memory = max_memory
+        self.cache_dtype = cache_dtype
         self.sketch = sketch
         self.sketch_dim = sketch_dim
         self.n_hashes = n_hashes
@@ -360,7 +387,7 @@ default="auto"
         self._check_rank(rule, m, "n_landmarks")
         if solver == "fixed_size":
             result = select_fixed_size(X, m, self.selection, rng=rng, gamma=self.entropy_gamma,
-                                       tol=self.tol, max_iter=self.max_iter)
+                                       tol=self.tol, max_iter=self.max_iter or 20)
             self.entropy_trace_ = result.entropy_trace
             landmarks, passes = result.landmarks, len(result.entropy_trace)
         else:
@@ -411,6 +438,12 @@ default="auto"
             return self.sketch_method
         return "nystrom" if kernel.positive_semidefinite else "covariance"
 
+    def _resolve_cache_dtype(self, data_dtype: np.dtype) -> np.dtype:
+        if self.cache_dtype != "auto":
+            return np.dtype(self.cache_dtype)
+        float32_enough = data_dtype == np.float32 or self.tol >= FLOAT32_MIN_TOL
+        return np.dtype(np.float32 if float32_enough else np.float64)
+
     def _resolve_solver(self, n: int, rule: ComponentRule, kernel_fits: bool) -> str:
         if self.solver != "auto":
             if self.solver == "exact" and not kernel_fits:
@@ -456,11 +489,11 @@ default="auto"
         rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue)
         kernel = self._resolve_kernel(d)
         block_bytes = parse_size(self.block_size, "block_size", "KernelPCA")
-        max_memory = (
-            int(psutil.virtual_memory().available // 2)
-            if self.max_memory == "auto"
-            else parse_size(self.max_memory, "max_memory", "KernelPCA")
-        )
+        if self.max_memory == "auto":
+            max_memory = int(psutil.virtual_memory().available // 2)
+            cache_memory = None  # asked of the cluster only if the randomized solver runs
+        else:
+            max_memory = cache_memory = parse_size(self.max_memory, "max_memory", "KernelPCA")
         kernel_fits = n * n * Xd.dtype.itemsize <= max_memory
         solver = self._resolve_solver(n, rule, kernel_fits)
         basis_data = data
@@ -494,10 +527,11 @@ default="auto"
                 rule,
                 seed=check_random_state(self.random_state),
                 block_bytes=block_bytes,
-                max_memory=max_memory,
+                max_memory=cache_memory if cache_memory is not None else cache_memory_budget(),
+                cache_dtype=self._resolve_cache_dtype(Xd.dtype),
                 n_oversamples=self.n_oversamples,
                 tol=self.tol,
-                max_iter=self.max_iter,
+                max_iter=self.max_iter or RANDOMIZED_MAX_ITER,
                 basis_data=basis_data,
             )
             self.n_iter_ = result.n_passes

@@ -141,6 +141,20 @@ class Kernel(ABC):
         """
         return False
 
+    @property
+    def translation_invariant(self) -> bool:
+        """Whether ``k(x + c, y + c) = k(x, y)`` for every shift ``c``.
+
+        Such kernels can be evaluated on data moved near the origin, which keeps a float32
+        distance expansion accurate (see :mod:`dkpca.tiles`).
+
+        Examples
+        --------
+        >>> RBF().translation_invariant, Linear().translation_invariant
+        (True, False)
+        """
+        return False
+
     @abstractmethod
     def pairwise(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
         """Return the kernel matrix ``K[i, j] = k(X[i], Y[j])`` (``Y=None`` means ``X``)."""
@@ -148,6 +162,24 @@ class Kernel(ABC):
     @abstractmethod
     def diag(self, X: np.ndarray) -> np.ndarray:
         """Return ``k(X[i], X[i])`` for every row, without forming the matrix."""
+
+    def pairwise_offset(
+        self, X: np.ndarray, Y: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float]:
+        """Return ``K - c`` and a constant ``c`` such that entries near ``c`` keep their digits.
+
+        A kernel whose values crowd around a constant (an RBF kernel with a small ``gamma`` is
+        ``1 - O(gamma r²)`` everywhere) loses those digits when it is rounded, to float32
+        above all; computing ``K - c`` directly keeps them. The default is ``c = 0``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> K, c = RBF(gamma=1e-8).pairwise_offset(np.zeros((1, 1)), np.ones((1, 1)))
+        >>> c, K.dtype, bool(K[0, 0] == np.expm1(-1e-8))
+        (1.0, dtype('float64'), True)
+        """
+        return self.pairwise(X, Y), 0.0
 
     def with_defaults(self, n_features: int) -> Kernel:
         """Return a copy whose data-dependent defaults (``gamma=None``) are resolved."""
@@ -226,6 +258,7 @@ class RBF(Kernel):
     _params = ("gamma",)
 
     positive_semidefinite = True
+    translation_invariant = True
 
     def __init__(
         self, gamma: float | None = None, *, sigma2: float | None = None, c: float | None = None
@@ -255,14 +288,23 @@ class RBF(Kernel):
         return RBF(gamma=_resolve_gamma(self.gamma, n_features))
 
     def pairwise(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:  # noqa: D102
+        K = self._exponent(X, Y)
+        return np.exp(K, out=K)
+
+    def _exponent(self, X: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
         X, Y = _as_blocks(X, Y)
         g = _resolve_gamma(self.gamma, X.shape[1])
         # -g (|x|² - 2<x,y> + |y|²) as one product; distances are >= 0 up to rounding, so the
         # exponent is at most a few ulps above 0 and no clipping pass is needed.
-        K = _augmented_product(
+        return _augmented_product(
             X, Y, 2.0 * g, [-g * _squared_norms(X), 1.0], [1.0, -g * _squared_norms(Y)]
         )
-        return np.exp(K, out=K)
+
+    def pairwise_offset(  # noqa: D102
+        self, X: np.ndarray, Y: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float]:
+        K = self._exponent(X, Y)
+        return np.expm1(K, out=K), 1.0
 
     def diag(self, X: np.ndarray) -> np.ndarray:  # noqa: D102
         X, _ = _as_blocks(X, None)
@@ -406,6 +448,10 @@ class SumKernel(Kernel):
     def positive_semidefinite(self) -> bool:  # noqa: D102
         return all(k.positive_semidefinite for k in self.kernels)
 
+    @property
+    def translation_invariant(self) -> bool:  # noqa: D102
+        return all(k.translation_invariant for k in self.kernels)
+
     def with_defaults(self, n_features: int) -> SumKernel:  # noqa: D102
         return SumKernel(*(k.with_defaults(n_features) for k in self.kernels))
 
@@ -417,6 +463,16 @@ class SumKernel(Kernel):
 
     def diag(self, X: np.ndarray) -> np.ndarray:  # noqa: D102
         return sum(k.diag(X) for k in self.kernels)
+
+    def pairwise_offset(  # noqa: D102
+        self, X: np.ndarray, Y: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float]:
+        K, c = self.kernels[0].pairwise_offset(X, Y)
+        for kernel in self.kernels[1:]:
+            part, offset = kernel.pairwise_offset(X, Y)
+            K += part
+            c += offset
+        return K, c
 
     def get_config(self) -> dict[str, Any]:  # noqa: D102
         return {

@@ -128,24 +128,63 @@ class KrylovResult:
     residual: float
 
 
-def _combine(blocks: list[np.ndarray], S: np.ndarray) -> np.ndarray:
-    """``[B_0 B_1 ...] @ S`` without stacking the blocks."""
-    out, row = 0.0, 0
-    for block in blocks:
-        out = out + block @ S[row : row + block.shape[1]]
-        row += block.shape[1]
-    return out
+#: Directions of a new block whose squared singular value (columns normalised) falls below
+#: this fraction of the largest are linearly dependent on the others and dropped.
+_DEPENDENT = 1e-14
+
+#: Rayleigh–Ritz matrices up to this size are decomposed whole.
+_SMALL_EIGH = 256
 
 
 def _orthonormal_complement(
-    W: np.ndarray, blocks: list[np.ndarray] | None, threshold: float
+    W: np.ndarray, basis: np.ndarray, threshold: float, coefficients: np.ndarray | None = None
 ) -> np.ndarray:
-    """Orthonormal basis of ``W``'s part outside the span of ``blocks``, minus tiny directions."""
-    for _ in range(2 if blocks else 0):  # block Gram–Schmidt twice: stable to working precision
-        for Q in blocks:
-            W = W - Q @ (Q.T @ W)
-    U, s, _ = np.linalg.svd(W, full_matrices=False)
-    return U[:, s > threshold]
+    """Orthonormal basis of ``W``'s part outside the span of ``basis``, minus tiny directions.
+
+    Classical Gram–Schmidt against the whole basis at once, columns below ``threshold``
+    dropped, SVQB (orthonormalisation through the eigendecomposition of the small Gram
+    matrix, dropping dependent directions), and both steps once more: orthogonal to working
+    precision, in GEMMs only (tall-skinny QR and SVD run far slower on this kind of machine).
+    ``coefficients``, if given, is ``basisᵀ W``, already known to the caller.
+
+    References
+    ----------
+    A. Stathopoulos and K. Wu, "A block orthogonalization procedure with constant
+    synchronization requirements", SIAM J. Sci. Comput. 23(6), 2002.
+    """
+    if basis.shape[1]:
+        W = W - basis @ (basis.T @ W if coefficients is None else coefficients)
+    norms = np.linalg.norm(W, axis=0)
+    kept = norms > threshold
+    W = W[:, kept] / norms[kept]
+    for sweep in range(2):
+        if W.shape[1] == 0:
+            break
+        lam, V = np.linalg.eigh(crossproduct(W))
+        good = lam > _DEPENDENT * lam[-1]
+        W = W @ (V[:, good] / np.sqrt(lam[good]))
+        if sweep == 0 and basis.shape[1]:
+            W = W - basis @ (basis.T @ W)
+    return W
+
+
+def _grown(A: np.ndarray, used: int, capacity: int) -> np.ndarray:
+    """Return ``A`` with twice the columns (at most ``capacity``), its first ``used`` copied."""
+    grown = np.empty((A.shape[0], min(capacity, 2 * A.shape[1])), order="F")
+    grown[:, :used] = A[:, :used]
+    return grown
+
+
+def _top_eigh(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the ``k`` largest eigenpairs of a small symmetric matrix, in descending order."""
+    m = B.shape[0]
+    if m <= _SMALL_EIGH:
+        theta, S = np.linalg.eigh(B)
+    else:  # a few eigenpairs of a larger matrix: MRRR on an index range is 3x faster
+        theta, S = scipy.linalg.eigh(
+            B, subset_by_index=(m - k, m - 1), driver="evr", check_finite=False
+        )
+    return theta[: -k - 1 : -1], S[:, : -k - 1 : -1]
 
 
 def block_krylov_eigh(
@@ -155,6 +194,7 @@ def block_krylov_eigh(
     *,
     tol: float = 1e-6,
     max_iter: int = 20,
+    max_basis: int | None = None,
 ) -> KrylovResult:
     """Leading eigenpairs of a symmetric operator by block Lanczos with full reorthogonalisation.
 
@@ -164,6 +204,10 @@ def block_krylov_eigh(
     Rayleigh–Ritz step and the residuals ``||A u - θ u||`` cost no extra pass. Iteration stops
     when every one of the ``k`` leading residuals is below ``tol · |θ_1|``, when the Krylov
     space becomes invariant, or after ``max_iter`` passes.
+
+    When the next block would take the basis past ``max_basis`` columns, the iteration
+    restarts *thick*: the basis shrinks to the ``b`` leading Ritz vectors (their images are
+    combinations of the known ones, so no pass is spent) and continues from their residuals.
 
     Parameters
     ----------
@@ -177,6 +221,9 @@ def block_krylov_eigh(
         Relative residual tolerance.
     max_iter : int, default=20
         Maximum number of operator passes.
+    max_basis : int, optional
+        Most columns the basis may hold (at least twice the block width); unbounded
+        (``max_iter · b``) by default.
 
     Returns
     -------
@@ -184,7 +231,8 @@ def block_krylov_eigh(
 
     Notes
     -----
-    Memory is two ``n × (passes · b)`` arrays (the basis and its image). The residual bounds
+    Memory is two ``n × min(passes · b, max_basis)`` arrays (the basis and its image); the
+    client-side work per pass grows with the basis, ``O(n · columns · b)``. The residual bounds
     the error: eigenvalue errors are at most ``residual² / gap`` and eigenvector angles
     ``residual / gap``, relative to ``|θ_1|``.
 
@@ -202,28 +250,36 @@ def block_krylov_eigh(
     >>> np.round(res.eigenvalues, 8)
     array([100.,  99.,  98.])
     """
-    n = start.shape[0]
-    if not 1 <= k <= min(n, start.shape[1]):
-        raise ValueError(f"need 1 <= k <= block width ({start.shape[1]}) and n ({n}), got {k}")
-    blocks = [_orthonormal_complement(start, None, 1e-12 * np.linalg.norm(start, 2))]
-    images: list[np.ndarray] = []
+    n, width = start.shape
+    if not 1 <= k <= min(n, width):
+        raise ValueError(f"need 1 <= k <= block width ({width}) and n ({n}), got {k}")
+    capacity = min(n, max_iter * width)
+    if max_basis is not None:
+        if max_basis < 2 * width:
+            raise ValueError(f"max_basis={max_basis} must be at least twice the block width "
+                             f"({width})")
+        capacity = min(capacity, max_basis)
+    # The basis and its image, filled block by block; their storage doubles when full.
+    basis = np.empty((n, min(capacity, 4 * width)), order="F")
+    images = np.empty_like(basis)
+    first = _orthonormal_complement(start, basis[:, :0], 1e-12 * np.linalg.norm(start, 2))
+    low, m = 0, first.shape[1]
+    basis[:, :m] = first
     B = np.zeros((0, 0))
     converged, residual = False, np.inf
     for n_pass in range(1, max_iter + 1):
-        images.append(matmul(blocks[-1]))
+        images[:, low:m] = matmul(basis[:, low:m])
         # B = Qᵀ A Q grows by one block column (and, A being symmetric, its transpose).
-        column = np.vstack([Qj.T @ images[-1] for Qj in blocks])
-        m = column.shape[0]
+        column = basis[:, :m].T @ images[:, low:m]
         grown = np.empty((m, m))
-        grown[: B.shape[0], : B.shape[0]] = B
-        grown[:, B.shape[0] :] = column
-        grown[B.shape[0] :, : B.shape[0]] = column[: B.shape[0]].T
+        grown[:low, :low] = B
+        grown[:, low:] = column
+        grown[low:, :low] = column[:low].T
         B = (grown + grown.T) / 2
-        theta, S = np.linalg.eigh(B)
-        order = np.argsort(theta)[::-1][:k]
-        theta, S = theta[order], S[:, order]
+        theta_all, S_all = _top_eigh(B, min(m, max(k, width)))
+        theta, S = theta_all[:k], S_all[:, :k]
         scale = max(abs(theta[0]), np.finfo(float).tiny)
-        vectors, image = _combine(blocks, S), _combine(images, S)
+        vectors, image = basis[:, :m] @ S, images[:, :m] @ S
         residual = float(np.linalg.norm(image - vectors * theta, axis=0).max() / scale)
         logger.info(
             "Krylov pass %d of at most %d: residual %.3g (tol %.3g)",
@@ -237,11 +293,20 @@ def block_krylov_eigh(
             break
         if n_pass == max_iter:
             break
-        new = _orthonormal_complement(images[-1], blocks, 1e-12 * scale)
-        if new.shape[1] == 0 or m >= n:  # invariant subspace: Ritz pairs are exact
-            converged = True
+        if m + width > capacity and capacity < n:  # thick restart on the leading Ritz vectors
+            kept = S_all.shape[1]
+            ritz, ritz_images = basis[:, :m] @ S_all, images[:, :m] @ S_all
+            basis[:, :kept], images[:, :kept] = ritz, ritz_images
+            low, m, B, column = 0, kept, np.diag(theta_all), np.diag(theta_all)
+            logger.info("Krylov restart on %d Ritz vectors", kept)
+        new = _orthonormal_complement(images[:, low:m], basis[:, :m], 1e-12 * scale, column)
+        if new.shape[1] == 0 or m + new.shape[1] > capacity:
+            converged = True  # invariant subspace (or the whole space): Ritz pairs are exact
             break
-        blocks.append(new)
+        if m + new.shape[1] > basis.shape[1]:
+            basis, images = _grown(basis, m, capacity), _grown(images, m, capacity)
+        low, m = m, m + new.shape[1]
+        basis[:, low:m] = new
     return KrylovResult(
         eigenvalues=theta,
         eigenvectors=flip_signs(vectors),

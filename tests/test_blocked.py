@@ -1,4 +1,3 @@
-import tracemalloc
 
 import dask
 import dask.array as da
@@ -8,14 +7,11 @@ from dask.array.utils import assert_eq
 from sklearn.preprocessing import KernelCenterer
 
 from dkpca.blocked import (
-    center_columns,
     center_kernel_inplace,
     gather_kernel,
     kernel_diagonal,
     kernel_matrix,
     kernel_product,
-    kernel_tiles,
-    symmetric_kernel_product,
     tile_rows,
     tree_sum,
 )
@@ -60,45 +56,12 @@ def test_gather_kernel(kernel, block_bytes, X):
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=repr)
 @pytest.mark.parametrize("block_bytes", BLOCK_BYTES)
-def test_kernel_tiles(kernel, block_bytes, X):
-    tiles = kernel_tiles(kernel, da.from_array(X, chunks=(37, -1)), block_bytes=block_bytes)
-    dense = kernel.pairwise(X)
-    V = np.random.default_rng(0).normal(size=(X.shape[0], 3))
-    np.testing.assert_allclose(tiles.matmul(V), dense @ V, atol=1e-10)
-    np.testing.assert_allclose(tiles.row_sums(), dense.sum(axis=1), atol=1e-10)
-    assert tiles.trace() == pytest.approx(np.trace(dense), rel=1e-12)
-    n_tiles = len(tiles.bounds)
-    assert len(tiles.tiles) == n_tiles * (n_tiles + 1) // 2
-    sizes = [stop - start for start, stop in tiles.bounds]
-    assert tiles.nbytes == (len(X) ** 2 + sum(s * s for s in sizes)) // 2 * 8  # half of K
-
-
-@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
-@pytest.mark.parametrize("block_bytes", BLOCK_BYTES)
 def test_blocked_centered_kernel_equals_kernel_centerer(kernel, block_bytes, X):
     expected = KernelCenterer().fit_transform(kernel.pairwise(X))
     K, row_sums = gather_kernel(kernel, da.from_array(X, chunks=(60, -1)), block_bytes=block_bytes)
     row_means = row_sums / len(X)
     center_kernel_inplace(K, row_means, row_means.mean())
     np.testing.assert_allclose(np.triu(K), np.triu(expected), atol=1e-12)
-
-
-@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
-@pytest.mark.parametrize("chunks", CHUNKS)
-@pytest.mark.parametrize("block_bytes", BLOCK_BYTES)
-def test_centered_product_equals_dense(kernel, chunks, block_bytes, X):
-    rng = np.random.default_rng(0)
-    Q = rng.normal(size=(X.shape[0], 4))
-    Q -= Q.mean(axis=0)  # the solvers' blocks are orthogonal to the ones vector
-    K = kernel.pairwise(X)
-    Kc = KernelCenterer().fit_transform(K)
-    W = symmetric_kernel_product(
-        kernel, da.from_array(X, chunks=(chunks, -1)), Q, block_bytes=block_bytes
-    )
-    np.testing.assert_allclose(W, K @ Q, atol=1e-10)
-    means = center_columns(W)
-    np.testing.assert_allclose(W, Kc @ Q, atol=1e-10)
-    np.testing.assert_allclose(means, K.mean(axis=0) @ Q, atol=1e-10)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=repr)
@@ -128,16 +91,3 @@ def test_kernel_diagonal(X):
 def test_tree_sum_many_parts():
     parts = [dask.delayed(np.full)(3, float(i)) for i in range(50)]
     np.testing.assert_array_equal(tree_sum(parts, split_every=3).compute(), np.full(3, 1225.0))
-
-
-def test_streaming_product_never_holds_the_kernel():
-    n = 3000
-    X = da.from_array(np.random.default_rng(5).normal(size=(n, 4)), chunks=(500, -1))
-    Q = np.ones((n, 2))
-    tracemalloc.start()
-    try:
-        symmetric_kernel_product(RBF(gamma=0.5), X, Q, block_bytes=2**20)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < n * n * 8 / 8, f"peak {peak / 2**20:.1f} MiB for a {n * n * 8 / 2**20} MiB kernel"

@@ -84,14 +84,18 @@ def test_randomized_streaming_equals_cached(digits, max_memory):
     np.testing.assert_allclose(other.transform(X[:20]), cached.transform(X[:20]), atol=1e-8)
 
 
-def test_same_result_for_any_chunking(digits):
+@pytest.mark.parametrize(("cache_dtype", "rtol"), [("float64", 1e-12), ("float32", 1e-7)])
+def test_same_result_for_any_chunking(digits, cache_dtype, rtol):
+    # Chunks never matter; tile sizes change float32 rounding only (each tile its own shift).
     X = digits[:600]
-    reference = KernelPCA(6, solver="randomized", random_state=1).fit(X)
+    kwargs = {"solver": "randomized", "random_state": 1, "cache_dtype": cache_dtype}
+    reference = KernelPCA(6, **kwargs).fit(X)
     for chunks in [(600, -1), (100, -1), ((250, 7, 343), -1)]:
-        kp = KernelPCA(6, solver="randomized", random_state=1, block_size=150 * 150 * 8)
+        kp = KernelPCA(6, block_size=150 * 150 * 8, **kwargs)
         kp.fit(da.from_array(X, chunks=chunks))
-        np.testing.assert_allclose(kp.eigenvalues_, reference.eigenvalues_, rtol=1e-12)
-        np.testing.assert_allclose(kp.transform(X[:9]), reference.transform(X[:9]), atol=1e-10)
+        np.testing.assert_allclose(kp.eigenvalues_, reference.eigenvalues_, rtol=rtol)
+        np.testing.assert_allclose(kp.transform(X[:9]), reference.transform(X[:9]),
+                                   atol=1e2 * rtol)
 
 
 @pytest.mark.distributed
@@ -333,16 +337,18 @@ def test_exact_peak_memory_is_one_kernel_matrix(digits):
     assert peak < 1.2 * kernel_bytes, f"peak {peak / kernel_bytes:.2f} x the kernel matrix"
 
 
-def test_randomized_cache_holds_half_the_kernel(digits):
-    from dkpca.solvers.randomized import cached_kernel_bytes
+def test_randomized_cache_holds_a_quarter_of_the_kernel(digits):
+    from dkpca.solvers.randomized import block_width
+    from dkpca.tiles import cached_kernel_bytes
 
     X = digits[:1600]
     n, block = 1600, 200 * 200 * 8
     kp = KernelPCA(5, solver="randomized", random_state=0, block_size=block)
     peak = _peak_bytes(lambda: kp.fit(X))
-    tiles = cached_kernel_bytes(n, 8, block)
-    krylov = 2 * n * (5 + kp.n_oversamples) * kp.n_iter_ * 8  # basis and its image
-    assert tiles < 0.6 * n * n * 8
+    tiles = cached_kernel_bytes(n, 4, block)  # float32 tiles, the upper half of K
+    # basis and its image, whose storage doubles when full (old and new briefly side by side)
+    krylov = 2 * 2 * n * block_width(5, n, None) * kp.n_iter_ * 8
+    assert tiles < 0.3 * n * n * 8
     assert peak < tiles + krylov + 0.2 * n * n * 8 < n * n * 8, f"peak {peak / 2**20:.1f} MiB"
 
 

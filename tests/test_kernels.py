@@ -49,6 +49,28 @@ def test_diag_equals_matrix_diagonal(kernel, reference, blocks):
     np.testing.assert_allclose(kernel.diag(X), np.diag(reference(X, X)), atol=1e-10)
 
 
+@pytest.mark.parametrize(
+    ("kernel", "reference"),
+    [*CASES, (RBF(gamma=0.3) + Linear(), lambda X, Y: rbf_kernel(X, Y, gamma=0.3) + X @ Y.T)],
+    ids=lambda c: repr(c)[:12],
+)
+def test_pairwise_offset_adds_up_to_the_kernel(kernel, reference, blocks):
+    X, Y = blocks
+    K, c = kernel.pairwise_offset(X, Y)
+    np.testing.assert_allclose(K + c, reference(X, Y), rtol=0, atol=1e-10)
+
+
+def test_rbf_offset_keeps_the_digits_of_a_nearly_constant_kernel(blocks):
+    X, Y = (b.astype(np.float32) for b in blocks)
+    kernel = RBF(gamma=1e-7)
+    K, c = kernel.pairwise_offset(X, Y)
+    assert c == 1.0 and K.dtype == np.float32
+    exact = np.expm1(-1e-7 * ((X[:, None, :].astype(float) - Y[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(K, exact, rtol=1e-4)
+    naive = kernel.pairwise(X, Y).astype(float) - 1  # exp() in float32 keeps a few digits
+    assert np.abs((naive - exact) / exact).max() > 1e-3
+
+
 @pytest.mark.parametrize("kernel", [k for k, _ in CASES], ids=repr)
 def test_float32_stays_float32(kernel, blocks):
     X, Y = (b.astype(np.float32) for b in blocks)

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 
 import dask.array as da
 import numpy as np
 
-from dkpca.blocked import (
-    SymmetricTiles,
-    center_columns,
-    compute,
-    kernel_diagonal,
-    kernel_tiles,
-    symmetric_kernel_product,
-    tile_rows,
-)
+from dkpca.blocked import center_columns, compute, kernel_diagonal
 from dkpca.kernels import Kernel
 from dkpca.linalg import KrylovResult, block_krylov_eigh
+from dkpca.tiles import (
+    KernelTiles,
+    cache_kernel_tiles,
+    cached_kernel_bytes,
+    symmetric_kernel_product,
+)
 
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
@@ -31,47 +30,57 @@ logger = logging.getLogger(__name__)
 #: First guess for the number of components when a rule (fraction, threshold) sets it.
 _INITIAL_COMPONENTS = 16
 
+#: Krylov block width when ``n_oversamples`` is not given: ``k + 10``, widened to this. A
+#: tall-skinny GEMM runs far below the BLAS peak, so a pass with 32 columns costs little more
+#: than one with 20 and needs fewer passes on flat spectra; much wider blocks grow the
+#: client's orthogonalisation work (``O(n · columns · b)`` a pass) faster than they save passes.
+AUTO_BLOCK_WIDTH = 32
 
-def cached_kernel_bytes(n: int, itemsize: int, block_bytes: int) -> int:
-    """Memory of the upper tiles of an ``n × n`` kernel (diagonal tiles whole).
+
+def block_width(k: int, n: int, n_oversamples: int | None) -> int:
+    """Columns of the Krylov block for ``k`` components of an ``n × n`` operator.
 
     Examples
     --------
-    >>> round(cached_kernel_bytes(10_000, 8, 128 * 2**20) / 2**20)  # 763 MiB for all of K
-    522
+    >>> block_width(10, 10_000, None), block_width(10, 10_000, 5), block_width(30, 100, None)
+    (32, 15, 40)
     """
-    t = min(n, tile_rows(itemsize, block_bytes))
-    sizes = [t] * (n // t) + ([n % t] if n % t else [])
-    return (n * n + sum(s * s for s in sizes)) // 2 * itemsize  # sum over i <= j of s_i s_j
+    width = k + n_oversamples if n_oversamples is not None else max(k + 10, AUTO_BLOCK_WIDTH)
+    return min(n, width)
 
 
 class _CenteredKernelOperator:
     """``Q -> H K H Q`` (``H = I - 11ᵀ/n``), computed as ``H (K (H Q))``.
 
-    The kernel's upper tiles are held in memory when they fit in ``max_memory`` bytes (every
-    product is then a multithreaded GEMM per tile); otherwise every product re-evaluates the upper tiles on the
-    cluster, and the first product carries one extra column, ``1/n``, that yields ``K``'s row
-    means without a pass of their own.
+    The kernel's upper tiles are cached where they were computed (see :mod:`dkpca.tiles`) when
+    they fit in ``max_memory`` bytes; otherwise every product re-evaluates them, and the first
+    product carries one extra column, ``1/n``, that yields ``K``'s row means without a pass of
+    their own.
     """
 
-    def __init__(self, kernel: Kernel, X: da.Array, *, block_bytes: int, max_memory: int):
-        self.kernel, self.X, self.block_bytes = kernel, X, block_bytes
+    def __init__(
+        self, kernel: Kernel, X: da.Array, *, block_bytes: int, max_memory: int, dtype: np.dtype
+    ):
+        self.kernel, self.X, self.block_bytes, self.dtype = kernel, X, block_bytes, dtype
         self.n_passes = 0
+        self.pass_seconds: list[float] = []
         n = X.shape[0]
-        if cached_kernel_bytes(n, X.dtype.itemsize, block_bytes) <= max_memory:
-            self.tiles: SymmetricTiles | None = kernel_tiles(kernel, X, block_bytes=block_bytes)
-            self.row_means: np.ndarray | None = self.tiles.row_sums() / n
+        if cached_kernel_bytes(n, dtype.itemsize, block_bytes) <= max_memory:
+            self.tiles: KernelTiles | None = cache_kernel_tiles(
+                kernel, X, block_bytes=block_bytes, dtype=dtype
+            )
+            self.row_means: np.ndarray | None = self.tiles.row_sums / n
             check_finite_kernel(self.row_means, X, "KernelPCA")
-            self.diagonal_sum = self.tiles.trace()
-            logger.info("randomized solver on %d cached kernel tiles (%d MiB)",
-                        len(self.tiles.tiles), self.tiles.nbytes // 2**20)
+            self.diagonal_sum = self.tiles.trace
         else:
             self.tiles, self.row_means = None, None
             (self.diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
-            logger.info("randomized solver re-evaluating kernel tiles (kernel > max_memory)")
+            logger.info("randomized solver re-evaluating %s kernel tiles (kernel > max_memory)",
+                        dtype)
 
     def __call__(self, Q: np.ndarray) -> np.ndarray:
         self.n_passes += 1
+        start = time.perf_counter()
         # Q is orthogonal to the ones vector up to rounding, but K's eigenvalue along it is
         # large (about n · mean(K)), so the residue must go: H K H Q exactly, for any Q.
         Q = Q - Q.mean(axis=0)
@@ -81,15 +90,19 @@ class _CenteredKernelOperator:
             n = Q.shape[0]
             W = symmetric_kernel_product(
                 self.kernel, self.X, np.hstack([Q, np.full((n, 1), 1.0 / n)]),
-                block_bytes=self.block_bytes,
+                block_bytes=self.block_bytes, dtype=self.dtype,
             )
-            self.row_means = W[:, -1].astype(np.float64)
+            self.row_means = W[:, -1].copy()
             check_finite_kernel(self.row_means, self.X, "KernelPCA")
             W = W[:, :-1]
         else:
-            W = symmetric_kernel_product(self.kernel, self.X, Q, block_bytes=self.block_bytes)
-        W = np.array(W, dtype=np.float64)
+            W = symmetric_kernel_product(
+                self.kernel, self.X, Q, block_bytes=self.block_bytes, dtype=self.dtype
+            )
+        W = np.ascontiguousarray(W, dtype=np.float64)
         center_columns(W)
+        self.pass_seconds.append(time.perf_counter() - start)
+        logger.info("kernel pass %d: %.3f s", self.n_passes, self.pass_seconds[-1])
         return W
 
     def total_variance(self) -> float:
@@ -105,14 +118,15 @@ def fit_randomized(
     seed: np.random.SeedSequence,
     block_bytes: int,
     max_memory: int,
-    n_oversamples: int = 10,
+    cache_dtype: np.dtype | str | None = None,
+    n_oversamples: int | None = None,
     tol: float = 1e-6,
-    max_iter: int = 20,
+    max_iter: int = 30,
     basis_data: np.ndarray | da.Array | None = None,
 ) -> tuple[KernelBasis, np.ndarray, KrylovResult]:
     """Randomized kernel PCA by block Krylov iteration.
 
-    A random block of ``k + n_oversamples`` columns starts a block Lanczos iteration on the
+    A random block of :func:`block_width` columns starts a block Lanczos iteration on the
     centred kernel operator (:func:`dkpca.linalg.block_krylov_eigh`), which stops once the
     residual of every wanted eigenpair is below ``tol`` relative to the first eigenvalue.
     With a variance-fraction or threshold rule, the number of components is found by doubling
@@ -128,10 +142,15 @@ def fit_randomized(
     block_bytes : int
         Memory for one kernel tile.
     max_memory : int
-        Bytes the kernel's upper tiles may take in memory; above, tiles are re-evaluated every
-        pass.
-    n_oversamples, tol, max_iter
-        Block width beyond ``k``, relative residual tolerance, maximum passes.
+        Bytes the kernel's upper tiles may take where they are cached (the workers' memory
+        under a distributed client); above, tiles are re-evaluated every pass.
+    cache_dtype : numpy dtype, optional
+        Precision of the stored (or streamed) tiles; the data's by default. Products are
+        accumulated in float64 either way (see :mod:`dkpca.tiles`).
+    n_oversamples : int, optional
+        Block width beyond ``k``; by default ``k + 10`` widened to :data:`AUTO_BLOCK_WIDTH`.
+    tol, max_iter
+        Relative residual tolerance, maximum passes.
     basis_data : array, optional
         What the fitted basis keeps as training data (default ``X``).
 
@@ -144,7 +163,8 @@ def fit_randomized(
 
     Notes
     -----
-    Cached: memory about ``n² × itemsize / 2`` (the upper tiles), time ``O(n² d)`` once plus ``O(n² b)`` per pass.
+    Cached: memory about ``n² × itemsize / 2`` (the upper tiles, on the workers under a
+    distributed client), time ``O(n² d)`` once plus ``O(n² b)`` per pass.
     Streaming: memory one tile per thread plus the ``n × (passes · b)`` Krylov basis; each
     pass costs a full kernel evaluation (``O(n² d)``, halved by symmetry).
 
@@ -159,14 +179,15 @@ def fit_randomized(
     (True, 3)
     """
     n = X.shape[0]
+    dtype = np.dtype(np.result_type(X.dtype, np.float32) if cache_dtype is None else cache_dtype)
     operator = _CenteredKernelOperator(
-        kernel, X, block_bytes=block_bytes, max_memory=max_memory
+        kernel, X, block_bytes=block_bytes, max_memory=max_memory, dtype=dtype
     )
     rng = np.random.default_rng(seed)
     k = rule.count if rule.count is not None else min(n, _INITIAL_COMPONENTS)
     while True:
         k = min(k, n)
-        start = rng.standard_normal((n, min(n, k + n_oversamples)))
+        start = rng.standard_normal((n, block_width(k, n, n_oversamples)))
         start -= start.mean(axis=0)  # orthogonal to the ones vector, see center_columns
         result = block_krylov_eigh(operator, start, k, tol=tol, max_iter=max_iter)
         total = operator.total_variance()

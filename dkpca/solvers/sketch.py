@@ -23,15 +23,10 @@ import dask
 import dask.array as da
 import numpy as np
 
-from dkpca.blocked import (
-    center_columns,
-    compute,
-    kernel_diagonal,
-    symmetric_kernel_product,
-    tree_sum,
-)
+from dkpca.blocked import center_columns, compute, kernel_diagonal, tree_sum
 from dkpca.kernels import Kernel
 from dkpca.linalg import flip_signs, top_eigh
+from dkpca.tiles import symmetric_kernel_product
 
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel

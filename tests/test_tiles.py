@@ -1,0 +1,314 @@
+"""Kernel tiles kept where they were computed: products, float32 storage, placement, memory."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import tracemalloc
+import warnings
+
+import dask.array as da
+import numpy as np
+import psutil
+import pytest
+import scipy.linalg
+from sklearn.datasets import make_classification
+from sklearn.preprocessing import KernelCenterer, StandardScaler
+
+from dkpca import KernelPCA
+from dkpca.blocked import center_columns
+from dkpca.decomposition import RANDOMIZED_MAX_ITER
+from dkpca.kernels import RBF, Linear, Polynomial, Sigmoid
+from dkpca.tiles import (
+    StoredTile,
+    balanced_tile_rows,
+    cache_kernel_tiles,
+    cache_memory_budget,
+    cached_kernel_bytes,
+    evaluate_tile,
+    symmetric_kernel_product,
+)
+
+KERNELS = [RBF(gamma=0.2), Polynomial(2, 0.3, 1.0), Linear(), Sigmoid(0.01, 0.5),
+           RBF(gamma=0.5) + Linear()]
+# block_bytes values giving 1 tile, several tiles, and a ragged last tile for n = 203.
+BLOCK_BYTES = [2**30, 64 * 64 * 8, 50 * 50 * 8]
+CHUNKS = [203, 50, (100, 3, 100)]
+
+
+@pytest.fixture
+def X():
+    return np.random.default_rng(3).normal(size=(203, 5))
+
+
+def _exact_top(K: np.ndarray, k: int) -> np.ndarray:
+    Kc = KernelCenterer().fit_transform(K)
+    n = len(Kc)
+    return scipy.linalg.eigh(Kc, eigvals_only=True, subset_by_index=(n - k, n - 1))[::-1]
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("block_bytes", BLOCK_BYTES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cached_tiles_multiply_like_the_dense_kernel(kernel, block_bytes, dtype, X):
+    tiles = cache_kernel_tiles(kernel, da.from_array(X, chunks=(37, -1)),
+                               block_bytes=block_bytes, dtype=dtype)
+    dense = kernel.pairwise(X)
+    V = np.random.default_rng(0).normal(size=(X.shape[0], 3))
+    rtol = 1e-12 if dtype == "float64" else 1e-6
+    scale = np.abs(dense).max() * np.abs(V).sum(axis=0).max()
+    np.testing.assert_allclose(tiles.matmul(V), dense @ V, atol=rtol * scale)
+    np.testing.assert_allclose(tiles.row_sums, dense.sum(axis=1), atol=rtol * dense.shape[0]
+                               * np.abs(dense).max())
+    assert tiles.trace == pytest.approx(np.trace(dense), rel=rtol)
+    n_tiles = len(tiles.bounds)
+    assert len(tiles.tiles) == n_tiles * (n_tiles + 1) // 2
+    assert tiles.dtype == np.dtype(dtype)
+    sizes = [stop - start for start, stop in tiles.bounds]
+    itemsize = np.dtype(dtype).itemsize
+    assert tiles.nbytes == (len(X) ** 2 + sum(s * s for s in sizes)) // 2 * itemsize
+    assert tiles.nbytes == cached_kernel_bytes(len(X), itemsize, block_bytes)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("chunks", CHUNKS)
+@pytest.mark.parametrize("block_bytes", BLOCK_BYTES)
+def test_streamed_product_equals_dense(kernel, chunks, block_bytes, X):
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(X.shape[0], 4))
+    Q -= Q.mean(axis=0)  # the solvers' blocks are orthogonal to the ones vector
+    K = kernel.pairwise(X)
+    Kc = KernelCenterer().fit_transform(K)
+    W = symmetric_kernel_product(
+        kernel, da.from_array(X, chunks=(chunks, -1)), Q, block_bytes=block_bytes
+    )
+    assert W.dtype == np.float64
+    np.testing.assert_allclose(W, K @ Q, atol=1e-10)
+    means = center_columns(W)
+    np.testing.assert_allclose(W, Kc @ Q, atol=1e-10)
+    np.testing.assert_allclose(means, K.mean(axis=0) @ Q, atol=1e-10)
+
+
+def test_streamed_product_never_holds_the_kernel():
+    n = 3000
+    X = da.from_array(np.random.default_rng(5).normal(size=(n, 4)), chunks=(500, -1))
+    Q = np.ones((n, 2))
+    tracemalloc.start()
+    try:
+        symmetric_kernel_product(RBF(gamma=0.5), X, Q, block_bytes=2**20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < n * n * 8 / 8, f"peak {peak / 2**20:.1f} MiB for a {n * n * 8 / 2**20} MiB kernel"
+
+
+def test_shift_keeps_a_nearly_constant_kernel_exact():
+    # gamma tiny: every entry is 1 - O(1e-6). Rounded to float32 as they are, the entries
+    # would lose all their variation; stored less the tile's mean they keep it.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    kernel = RBF(gamma=1e-6)
+    K = kernel.pairwise(X)
+    tile = StoredTile.evaluate(kernel, X, X, np.dtype(np.float32), True)
+    V = rng.normal(size=(300, 2))
+    V -= V.mean(axis=0)
+    (product,) = tile.products(V, None)
+    naive = K.astype(np.float32).astype(np.float64) @ V
+    exact = K @ V
+    error = np.abs(product - exact).max()
+    assert error < 1e-3 * np.abs(naive - exact).max()
+    assert error < 1e-6 * np.abs(exact).max()
+
+
+def test_float32_evaluation_of_offset_data_is_accurate():
+    X = np.random.default_rng(1).normal(size=(50, 8)) * 3 + 1e4
+    kernel = RBF(gamma=0.05)
+    K32, c = evaluate_tile(kernel, X[:20], X, np.dtype(np.float32))
+    assert K32.dtype == np.float32 and c == 1.0
+    np.testing.assert_allclose(K32 + c, kernel.pairwise(X[:20], X), atol=2e-6)
+    # without moving the data to the origin, float32 distances would be useless here
+    naive = kernel.pairwise(X[:20].astype(np.float32), X.astype(np.float32))
+    assert np.abs(naive - kernel.pairwise(X[:20], X)).max() > 1e-2
+
+
+def test_balanced_tiles_give_every_thread_work():
+    import dask
+
+    with dask.config.set(num_workers=4):
+        t = balanced_tile_rows(10_000, 4, 128 * 2**20)
+    r = -(-10_000 // t)
+    assert r * (r + 1) // 2 >= 12 and t * t * 4 <= 128 * 2**20
+
+
+def _accuracy_data(n: int, d: int, unscaled: bool) -> np.ndarray:
+    X, _ = make_classification(n_samples=n, n_features=d, n_informative=min(d, 20),
+                               random_state=0)
+    return X * 5.0 + 1e3 if unscaled else StandardScaler().fit_transform(X)
+
+
+def _float32_matches_exact(n: int, d: int, gamma_d: float, unscaled: bool) -> None:
+    X = _accuracy_data(n, d, unscaled)
+    gamma = gamma_d / d
+    reference = _exact_top(RBF(gamma=gamma).pairwise(X), 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # gamma = 10/d: K ~ I, nothing converges
+        kp = KernelPCA(10, gamma=gamma, solver="randomized", random_state=0, max_iter=40)
+        kp.fit(X)
+    assert kp._resolve_cache_dtype(X.dtype) == np.float32  # the default stores float32
+    np.testing.assert_allclose(kp.eigenvalues_, reference, rtol=1e-6)
+
+
+@pytest.mark.parametrize("unscaled", [False, True], ids=["standardised", "offset"])
+@pytest.mark.parametrize("gamma_d", [0.01, 1.0, 10.0])
+@pytest.mark.parametrize("d", [64, 784])
+def test_float32_cache_keeps_eigenvalues_small(d, gamma_d, unscaled):
+    _float32_matches_exact(1200, d, gamma_d, unscaled)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unscaled", [False, True], ids=["standardised", "offset"])
+@pytest.mark.parametrize("gamma_d", [0.01, 1.0, 10.0])
+@pytest.mark.parametrize("d", [64, 784])
+def test_float32_cache_keeps_eigenvalues(d, gamma_d, unscaled):
+    _float32_matches_exact(5000, d, gamma_d, unscaled)
+
+
+def test_cache_dtype_resolution():
+    assert KernelPCA(3)._resolve_cache_dtype(np.dtype("float64")) == np.float32
+    assert KernelPCA(3, tol=1e-9)._resolve_cache_dtype(np.dtype("float64")) == np.float64
+    assert KernelPCA(3, tol=1e-9)._resolve_cache_dtype(np.dtype("float32")) == np.float32
+    explicit = KernelPCA(3, cache_dtype="float64")
+    assert explicit._resolve_cache_dtype(np.dtype("float32")) == np.float64
+
+
+@pytest.mark.parametrize("cache_dtype", ["float32", "float64"])
+def test_streamed_and_cached_agree(digits, cache_dtype):
+    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": cache_dtype}
+    cached = KernelPCA(5, **kwargs).fit(digits)
+    streamed = KernelPCA(5, max_memory=1000, **kwargs).fit(digits)
+    rtol = 1e-10 if cache_dtype == "float64" else 1e-6
+    np.testing.assert_allclose(streamed.eigenvalues_, cached.eigenvalues_, rtol=rtol)
+    np.testing.assert_allclose(cached.eigenvalues_, _exact_top(
+        cached.kernel_.pairwise(digits), 5), rtol=rtol)
+
+
+def test_flat_spectrum_converges_within_the_default_passes():
+    # d = 300 with 10 informative features: eigenvalues 6-10 within a few percent (the
+    # benchmark's d = 784 case, smaller). The default block converges well inside max_iter.
+    X, _ = make_classification(n_samples=3000, n_features=300, n_informative=10, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "stopped after max_iter" warning
+        kp = KernelPCA(10, solver="randomized", random_state=0).fit(X)
+    assert kp.n_iter_ < RANDOMIZED_MAX_ITER
+    reference = _exact_top(kp.kernel_.pairwise(X), 10)
+    np.testing.assert_allclose(kp.eigenvalues_, reference, rtol=1e-6)
+    # A narrow block (the former default, k + 10 columns) needs more passes on the same data.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        narrow = KernelPCA(10, solver="randomized", n_oversamples=10, random_state=0).fit(X)
+    assert narrow.n_iter_ > kp.n_iter_
+
+
+# --- a distributed cluster of worker processes ------------------------------------------------
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def process_client():
+    """Two worker processes (one thread, 2 GiB each) and a client in this process."""
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                 memory_limit="2GiB", dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+class PeakRSS(threading.Thread):
+    """Peak resident memory of this process above its level at the start, sampled every 5 ms."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.process = psutil.Process(os.getpid())
+        self.base = self.peak = self.process.memory_info().rss
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            time.sleep(0.005)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.join()
+
+    @property
+    def increase(self) -> int:
+        return self.peak - self.base
+
+
+@pytest.mark.distributed
+def test_tiles_stay_on_the_workers(process_client, caplog):
+    # The client holds the data, O(n b) blocks and the Krylov basis; the tiles (about 500 MB
+    # in float32) live in the worker processes.
+    X = np.random.default_rng(0).normal(size=(16_000, 16))
+    kwargs = {"solver": "randomized", "random_state": 0, "n_oversamples": 5}
+    KernelPCA(3, **kwargs).fit(X[:3000])  # first use: imports, buffers, allocator arenas
+    with caplog.at_level(logging.INFO, logger="dkpca.tiles"), PeakRSS() as rss:
+        on_cluster = KernelPCA(3, **kwargs).fit(X)
+    assert "cached" in caplog.text
+    tile_bytes = cached_kernel_bytes(len(X), 4, 128 * 2**20)
+    assert tile_bytes > 450 * 2**20
+    assert rss.increase < 0.1 * tile_bytes, f"client grew by {rss.increase / 2**20:.0f} MiB"
+    with _threads():
+        threaded = KernelPCA(3, **kwargs).fit(X)
+    assert threaded.n_iter_ == on_cluster.n_iter_
+    np.testing.assert_allclose(on_cluster.eigenvalues_, threaded.eigenvalues_, rtol=1e-10)
+
+
+@pytest.mark.distributed
+def test_cluster_and_threads_give_the_same_float64_result(process_client):
+    X = np.random.default_rng(1).normal(size=(5_000, 16))
+    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": "float64"}
+    on_cluster = KernelPCA(4, **kwargs).fit(X)
+    with _threads():
+        threaded = KernelPCA(4, **kwargs).fit(X)
+    assert threaded.n_iter_ == on_cluster.n_iter_
+    np.testing.assert_allclose(on_cluster.eigenvalues_, threaded.eigenvalues_, rtol=1e-10)
+    X_new = X[:100] + 0.1
+    np.testing.assert_allclose(on_cluster.transform(X_new), threaded.transform(X_new),
+                               rtol=1e-8, atol=1e-10)
+
+
+def _threads():
+    """Run the block on the threaded scheduler although a client exists."""
+    import dask
+
+    return dask.config.set(scheduler="threads")
+
+
+@pytest.mark.distributed
+def test_auto_max_memory_counts_the_workers_memory(process_client, caplog):
+    workers = process_client.scheduler_info(n_workers=-1)["workers"].values()
+    budget = cache_memory_budget()
+    limits = sum(w["memory_limit"] for w in workers)
+    assert 0 < budget <= 0.5 * limits
+    assert budget < psutil.virtual_memory().available // 2  # not this machine's memory
+    # A kernel whose float32 tiles exceed the workers' budget is streamed, not cached.
+    n = int(np.sqrt(2.2 * budget / 4))
+    assert cached_kernel_bytes(n, 4, 128 * 2**20) > budget
+    X = da.from_array(np.random.default_rng(1).normal(size=(n, 2)), chunks=(10_000, -1))
+    with caplog.at_level(logging.INFO, logger="dkpca.solvers.randomized"):
+        kp = KernelPCA(2, solver="randomized", random_state=0, tol=1e-2, max_iter=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # max_iter=2: not converged
+            kp.fit(X)
+    assert "re-evaluating" in caplog.text
