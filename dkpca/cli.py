@@ -138,7 +138,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--min-relative-eigenvalue", type=float, default=None)
     group.add_argument("--random-state", type=int, default=None)
     group.add_argument("--max-memory", default="auto",
-                       help="memory the whole kernel may take, e.g. 8GiB (default: auto)")
+                       help="memory the kernel may take, e.g. 8GiB (default: auto: for the "
+                            "randomized solver's cached tiles, the workers' free memory)")
+    group.add_argument("--cache-dtype", default="auto", choices=["auto", "float32", "float64"],
+                       help="randomized: precision of the kernel tiles (products are "
+                            "accumulated in float64)")
     group.add_argument("--n-landmarks", type=_positive_int, default=None,
                        help="nystrom, fixed_size: landmarks (default: min(n, 1000))")
     group.add_argument("--sampling", default="uniform",
@@ -309,8 +313,8 @@ def _fit(args: argparse.Namespace) -> str:
         args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
         degree=args.degree, coef0=args.coef0, solver=args.solver,
         min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
-        max_memory=args.max_memory, n_landmarks=args.n_landmarks, sampling=args.sampling,
-        sketch=args.sketch, sketch_dim=args.sketch_dim, selection=args.selection,
+        max_memory=args.max_memory, cache_dtype=args.cache_dtype, n_landmarks=args.n_landmarks,
+        sampling=args.sampling, sketch=args.sketch, sketch_dim=args.sketch_dim, selection=args.selection,
         icf_tol=args.icf_tol, max_rank=args.max_rank, preimage=args.preimage,
         fit_inverse_transform=args.fit_inverse_transform, alpha=args.alpha,
     )

@@ -78,6 +78,20 @@ def test_fit_with_nystrom_from_the_command_line(store, tmp_path, capsys):
                                .fit(X).transform(X[:5]), atol=1e-8)
 
 
+@pytest.mark.parametrize("cache_dtype", ["float32", "float64"])
+def test_fit_randomized_with_a_cache_dtype(cache_dtype, store, tmp_path, capsys):
+    path, X = store
+    status = main(["fit", str(path), "--component", "X", "--out", str(tmp_path / "r.zarr"),
+                   "--n-components", "2", "--solver", "randomized", "--cache-dtype",
+                   cache_dtype, "--random-state", "0", "--quiet"])
+    assert status == 0 and "(randomized)" in capsys.readouterr().out
+    model = dkpca.load(tmp_path / "r.zarr")
+    assert model.cache_dtype == cache_dtype
+    reference = dkpca.KernelPCA(2, solver="randomized", cache_dtype=cache_dtype,
+                                random_state=0).fit(X)
+    np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-12)
+
+
 @pytest.mark.parametrize(("options", "attribute"), [
     (["--solver", "fixed_size", "--n-landmarks", "40", "--selection", "renyi"], "entropy_trace_"),
     (["--solver", "icf", "--icf-tol", "2.0", "--max-rank", "50"], "residual_trace_"),

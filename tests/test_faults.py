@@ -1,8 +1,9 @@
 """Faults: a worker process killed mid-computation, and a ``dkpca`` run killed outright.
 
 A fit or a write on a ``LocalCluster`` with nannies, one of whose worker processes is killed
-while it has tasks, finishes with the result of an undisturbed run (the nanny restarts the
-worker; the scheduler recomputes what it held). A ``dkpca transform`` killed mid-write never
+while it has tasks (or, for a fit whose kernel tiles are cached on the workers, between two
+passes), finishes with the result of an undisturbed run (the nanny restarts the worker; the
+scheduler recomputes what it held). A ``dkpca transform`` killed mid-write never
 leaves its destination: after SIGINT nothing is left at all; after SIGKILL (no cleanup
 possible) only the hidden ``.NAME.dkpca-tmp-*`` sibling stays.
 """
@@ -155,6 +156,47 @@ def test_write_survives_a_killed_worker(client, arrays, undisturbed, tmp_path):
     assert written.chunks == (3_000, 3)
     np.testing.assert_allclose(written[...], expected, rtol=1e-12, atol=1e-14)
     assert [p.name for p in tmp_path.iterdir()] == ["scores.zarr"]
+
+
+def _cached_fit(train: Path) -> dkpca.KernelPCA:
+    """Randomized kernel PCA, its kernel tiles cached on the workers (about 80 MB)."""
+    model = dkpca.KernelPCA(3, solver="randomized", random_state=0, block_size="8MiB")
+    return model.fit(da.from_zarr(train))
+
+
+def test_cached_tiles_of_a_killed_worker_are_recomputed(client, arrays, monkeypatch):
+    # Between two Krylov passes, SIGKILL a worker process that holds cached kernel tiles. Its
+    # tiles are lost; the scheduler recomputes them from their graph for the next product, and
+    # the fit ends with the undisturbed result.
+    from dkpca.tiles import KernelTiles
+
+    train, _ = arrays
+    reference = _cached_fit(train)
+    client.wait_for_workers(2, timeout=TIMEOUT)
+    pids = client.run(os.getpid)
+    original, passes, killed = KernelTiles.matmul, [], {}
+
+    def matmul_after_a_kill(self, V):
+        passes.append(V.shape)
+        if len(passes) == 3:
+            holders = client.who_has(distributed.futures_of(self.tiles))
+            held = {worker for workers in holders.values() for worker in workers}
+            killed["victim"] = victim = min(held)
+            killed["tiles"] = sum(victim in workers for workers in holders.values())
+            os.kill(pids[victim], signal.SIGKILL)
+        return original(self, V)
+
+    monkeypatch.setattr(KernelTiles, "matmul", matmul_after_a_kill)
+    model = _cached_fit(train)
+    assert killed["tiles"] > 0, "the victim held no tiles"
+    assert len(passes) == model.n_iter_ > 3
+    removals = [msg for _, msg in client.get_events("all")
+                if isinstance(msg, dict) and msg.get("action") == "remove-worker"
+                and msg.get("worker") == killed["victim"]]
+    assert removals and not removals[-1]["expected"]
+    assert model.n_iter_ == reference.n_iter_
+    np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-10)
+    client.wait_for_workers(2, timeout=TIMEOUT)  # the nanny restarted it, for later tests
 
 
 # --- a dkpca run killed outright -----------------------------------------------------------
