@@ -11,7 +11,14 @@ and ``random_state=0``:
   randomized solver), ``"randomized"``, ``"exact"``, and ``"randomized"`` with
   ``max_memory="1MiB"`` (``dkpca-streaming``: the kernel is never cached, every pass
   re-evaluates its tiles);
-* scikit-learn ``KernelPCA`` with ``eigen_solver="dense"``, ``"arpack"`` and ``"randomized"``.
+* scikit-learn ``KernelPCA`` with ``eigen_solver="dense"``, ``"arpack"`` and ``"randomized"``;
+* ``dkpca-passes``, not a solver: the time to cache the float32 tiles, one cached Krylov pass
+  and one streamed pass, each against its bound from rates measured in the same process
+  (``benchmarks/_passes.py`` says how).
+
+A last, large case (``--large N``, default 100,000 rows × 64 features) fits dkpca's default
+alone, against ``dkpca-reference``: float64 tiles, streamed, ``tol=1e-9``. scikit-learn cannot
+run it (its kernel alone would take 80 GB).
 
 What is recorded for each solver:
 
@@ -25,7 +32,8 @@ peak memory
     freed by the one before it.
 eigenvalue error
     ``max_i |λ_i - ref_i| / ref_i`` over the 10 eigenvalues, against a reference: the first of
-    scikit-learn ``dense``, dkpca ``exact`` and scikit-learn ``arpack`` that ran.
+    scikit-learn ``dense``, dkpca ``exact``, ``dkpca-reference`` and scikit-learn ``arpack`` that
+    ran.
 other load
     Average number of cores that other processes kept busy during the fit (of 2 on the
     reference machine). Above ``--max-other-load`` (default 0.5) the fit counts as disturbed.
@@ -46,7 +54,7 @@ eigenvalue errors (goal: equal accuracy).
 
 Usage::
 
-    python benchmarks/bench_kpca.py --repeat 2              # the full grid (about 30 minutes)
+    python benchmarks/bench_kpca.py --repeat 2              # the full grid and the large case
     python benchmarks/bench_kpca.py --n 2000 5000 --d 64
     python benchmarks/bench_kpca.py --quick --json results/kpca.json
 """

@@ -259,6 +259,7 @@ def block_krylov_eigh(
             raise ValueError(f"max_basis={max_basis} must be at least twice the block width "
                              f"({width})")
         capacity = min(capacity, max_basis)
+    restartable = capacity < min(n, max_iter * width)
     # The basis and its image, filled block by block; their storage doubles when full.
     basis = np.empty((n, min(capacity, 4 * width)), order="F")
     images = np.empty_like(basis)
@@ -276,7 +277,8 @@ def block_krylov_eigh(
         grown[:, low:] = column
         grown[low:, :low] = column[:low].T
         B = (grown + grown.T) / 2
-        theta_all, S_all = _top_eigh(B, min(m, max(k, width)))
+        # a thick restart keeps `width` Ritz pairs; without one only the k wanted are needed
+        theta_all, S_all = _top_eigh(B, min(m, max(k, width) if restartable else k))
         theta, S = theta_all[:k], S_all[:, :k]
         scale = max(abs(theta[0]), np.finfo(float).tiny)
         vectors, image = basis[:, :m] @ S, images[:, :m] @ S

@@ -112,3 +112,29 @@ def test_block_krylov_long_runs_stay_orthonormal():
     assert np.all(res.eigenvalues <= exact * (1 + 1e-10))
     np.testing.assert_allclose(res.eigenvalues, exact, rtol=1e-8)
     np.testing.assert_allclose(res.eigenvectors.T @ res.eigenvectors, np.eye(10), atol=1e-10)
+
+
+def test_thick_restarts_bound_the_basis_and_converge():
+    A = _spd(600, 0.995)
+    start = np.random.default_rng(0).normal(size=(600, 12))
+    widths = []
+
+    def product(V):
+        widths.append(V.shape[1])
+        return A @ V
+
+    res = block_krylov_eigh(product, start, 4, tol=1e-9, max_iter=200, max_basis=48)
+    full = block_krylov_eigh(lambda V: A @ V, start, 4, tol=1e-9, max_iter=200)
+    exact = np.sort(np.linalg.eigvalsh(A))[::-1][:4]
+    assert res.converged
+    np.testing.assert_allclose(res.eigenvalues, exact, rtol=1e-12)
+    np.testing.assert_allclose(np.abs(np.sum(res.eigenvectors * full.eigenvectors, axis=0)), 1.0,
+                               atol=1e-8)
+    # Restarts happened (more passes than the basis could hold) and no block grew past b.
+    assert res.n_passes * 12 > 48 and max(widths) <= 12
+    assert res.n_passes >= full.n_passes
+
+
+def test_max_basis_must_hold_two_blocks():
+    with pytest.raises(ValueError, match="at least twice the block width"):
+        block_krylov_eigh(lambda V: V, np.ones((50, 4)), 2, max_basis=6)
