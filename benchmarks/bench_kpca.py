@@ -16,8 +16,8 @@ and ``random_state=0``:
   and one streamed pass, each against its bound from rates measured in the same process
   (``benchmarks/_passes.py`` says how).
 
-A last, large case (``--large N``, default 100,000 rows × 64 features) fits dkpca's default
-alone, against ``dkpca-reference``: float64 tiles, streamed, ``tol=1e-9``. scikit-learn cannot
+A last, large case (``--large N``, default 100,000 rows × 64 features, one fit each) fits
+dkpca's default alone, against ``dkpca-reference``: float64 tiles, streamed, ``tol=1e-9``. scikit-learn cannot
 run it (its kernel alone would take 80 GB).
 
 What is recorded for each solver:
@@ -631,13 +631,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     repeats = Repeats(args.repeat, args.retries, args.max_other_load)
-    grid = [(n, d, args.solvers) for n in args.n for d in args.d]
-    if args.large:
-        grid.append((args.large, LARGE_D, list(LARGE_SOLVERS)))
+    grid = [(n, d, args.solvers, repeats) for n in args.n for d in args.d]
+    if args.large:  # one fit each: minutes, with no cold-start effect worth a second one
+        grid.append((args.large, LARGE_D, list(LARGE_SOLVERS), Repeats(1, 0, repeats.max_other_load)))
     cases = []
-    for n, d, solvers in grid:
+    for n, d, solvers, case_repeats in grid:
         runnable = [s for s in solvers if s not in DENSE_SOLVERS or n <= args.dense_max_n]
-        records = run_case(n, d, runnable, repeats=repeats, timeout=args.timeout, log=log)
+        records = run_case(n, d, runnable, repeats=case_repeats, timeout=args.timeout, log=log)
         records += [
             {"solver": s, "status": f"skipped (n > {args.dense_max_n})"}
             for s in solvers

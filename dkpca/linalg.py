@@ -168,13 +168,6 @@ def _orthonormal_complement(
     return W
 
 
-def _grown(A: np.ndarray, used: int, capacity: int) -> np.ndarray:
-    """Return ``A`` with twice the columns (at most ``capacity``), its first ``used`` copied."""
-    grown = np.empty((A.shape[0], min(capacity, 2 * A.shape[1])), order="F")
-    grown[:, :used] = A[:, :used]
-    return grown
-
-
 def _top_eigh(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the ``k`` largest eigenpairs of a small symmetric matrix, in descending order."""
     m = B.shape[0]
@@ -184,7 +177,8 @@ def _top_eigh(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         theta, S = scipy.linalg.eigh(
             B, subset_by_index=(m - k, m - 1), driver="evr", check_finite=False
         )
-    return theta[: -k - 1 : -1], S[:, : -k - 1 : -1]
+    # Contiguous copies: numpy multiplies a negatively strided operand without BLAS.
+    return theta[::-1][:k].copy(), np.ascontiguousarray(S[:, ::-1][:, :k])
 
 
 def block_krylov_eigh(
@@ -231,8 +225,9 @@ def block_krylov_eigh(
 
     Notes
     -----
-    Memory is two ``n × min(passes · b, max_basis)`` arrays (the basis and its image); the
-    client-side work per pass grows with the basis, ``O(n · columns · b)``. The residual bounds
+    Memory is two ``n × min(max_iter · b, max_basis)`` arrays (the basis and its image, their
+    pages committed as they fill); the client-side work per pass grows with the basis,
+    ``O(n · columns · b)``. The residual bounds
     the error: eigenvalue errors are at most ``residual² / gap`` and eigenvector angles
     ``residual / gap``, relative to ``|θ_1|``.
 
@@ -260,8 +255,8 @@ def block_krylov_eigh(
                              f"({width})")
         capacity = min(capacity, max_basis)
     restartable = capacity < min(n, max_iter * width)
-    # The basis and its image, filled block by block; their storage doubles when full.
-    basis = np.empty((n, min(capacity, 4 * width)), order="F")
+    # The basis and its image, filled block by block (pages are committed as columns fill).
+    basis = np.empty((n, capacity), order="F")
     images = np.empty_like(basis)
     first = _orthonormal_complement(start, basis[:, :0], 1e-12 * np.linalg.norm(start, 2))
     low, m = 0, first.shape[1]
@@ -305,8 +300,6 @@ def block_krylov_eigh(
         if new.shape[1] == 0 or m + new.shape[1] > capacity:
             converged = True  # invariant subspace (or the whole space): Ritz pairs are exact
             break
-        if m + new.shape[1] > basis.shape[1]:
-            basis, images = _grown(basis, m, capacity), _grown(images, m, capacity)
         low, m = m, m + new.shape[1]
         basis[:, low:m] = new
     return KrylovResult(
