@@ -153,7 +153,7 @@ class StoredTile:
                 np.fill_diagonal(K, kernel.diag(Xi) - base)
             if not statistics:
                 step = max(1, K.shape[0] // _SHIFT_SAMPLE_ROWS)
-                mean = float(K[::step].mean(dtype=np.float64))
+                mean = float(K.dtype.type(K[::step].mean(dtype=np.float64)))
                 K -= K.dtype.type(mean)
                 empty = np.zeros(0)
                 return cls(K.astype(dtype, copy=False), base + mean, empty, empty, 0.0)
@@ -161,7 +161,9 @@ class StoredTile:
             # in float32), three times faster than a float64 reduction over the tile.
             row_sums = (K @ np.ones(K.shape[1], K.dtype)).astype(np.float64)
             col_sums = (np.ones(K.shape[0], K.dtype) @ K).astype(np.float64)
-            mean = float(row_sums.sum() / max(1, K.size))
+            # Rounded to the tile's precision first: the shift recorded is exactly the one
+            # subtracted (else every entry of a tile would carry the same rounding error).
+            mean = float(K.dtype.type(row_sums.sum() / max(1, K.size)))
             trace = float(np.trace(K, dtype=np.float64)) + base * K.shape[0] if diagonal else 0.0
             K -= K.dtype.type(mean)
         return cls(K.astype(dtype, copy=False), base + mean, row_sums + base * K.shape[1],

@@ -73,15 +73,19 @@ def test_randomized_matches_sklearn_dense(request, dataset, kernel, global_rando
     )
 
 
+@pytest.mark.parametrize(("cache_dtype", "rtol"), [("float64", 1e-10), ("float32", 1e-7)])
 @pytest.mark.parametrize("max_memory", ["1GiB", 1000])
-def test_randomized_streaming_equals_cached(digits, max_memory):
-    # max_memory=1000 bytes forces the tiles to be re-evaluated on every pass.
+def test_randomized_streaming_equals_cached(digits, max_memory, cache_dtype, rtol):
+    # max_memory=1000 bytes forces the tiles to be re-evaluated on every pass; streamed float32
+    # tiles take their shift from a subsample, so they round a little differently.
     X = digits[:700]
-    kwargs = {"solver": "randomized", "random_state": 0, "block_size": 200 * 200 * 8}
+    kwargs = {"solver": "randomized", "random_state": 0, "block_size": 200 * 200 * 8,
+              "cache_dtype": cache_dtype}
     cached = KernelPCA(5, **kwargs).fit(X)
     other = KernelPCA(5, max_memory=max_memory, **kwargs).fit(X)
-    np.testing.assert_allclose(other.eigenvalues_, cached.eigenvalues_, rtol=1e-10)
-    np.testing.assert_allclose(other.transform(X[:20]), cached.transform(X[:20]), atol=1e-8)
+    np.testing.assert_allclose(other.eigenvalues_, cached.eigenvalues_, rtol=rtol)
+    np.testing.assert_allclose(other.transform(X[:20]), cached.transform(X[:20]),
+                               atol=1e2 * rtol)
 
 
 @pytest.mark.parametrize(("cache_dtype", "rtol"), [("float64", 1e-12), ("float32", 1e-7)])

@@ -20,7 +20,7 @@ def test_large_kernel_does_not_crash_blas_and_is_consistent():
     X = rng.normal(size=(20_000, 784)) @ np.diag(np.linspace(2.0, 0.1, 784))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a flat spectrum: may stop at max_iter
-        kp = KernelPCA(5, solver="randomized", random_state=0).fit(X)
+        kp = KernelPCA(5, solver="randomized", random_state=0, cache_dtype="float64").fit(X)
     U, values = kp.eigenvectors_, kp.eigenvalues_
     np.testing.assert_allclose(U.T @ U, np.eye(5), atol=1e-8)
     # For a training row, transform(x) - u sqrt(λ) is exactly (K_c u - λ u) / sqrt(λ) there:

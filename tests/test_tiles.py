@@ -122,11 +122,25 @@ def test_shift_keeps_a_nearly_constant_kernel_exact():
     assert error < 1e-6 * np.abs(exact).max()
 
 
+def test_rbf_tiles_near_zero_and_near_one_keep_their_digits():
+    # gamma large: K ~ I, the off-diagonal entries are tiny and must not be rounded as 1 - tiny;
+    # gamma small: K ~ 1, the entries' variation must not be rounded away.
+    X = np.random.default_rng(2).normal(size=(200, 4))
+    for gamma, c in ((3.0, 0.0), (1e-6, 1.0)):
+        kernel = RBF(gamma=gamma)
+        K, offset = evaluate_tile(kernel, X, X, np.dtype(np.float32))
+        assert offset == c
+        exact = kernel.pairwise(X) - c
+        off = ~np.eye(200, dtype=bool)
+        relative = np.abs(K.astype(float) - exact)[off] / np.abs(exact)[off]
+        assert np.median(relative) < 1e-4
+
+
 def test_float32_evaluation_of_offset_data_is_accurate():
     X = np.random.default_rng(1).normal(size=(50, 8)) * 3 + 1e4
     kernel = RBF(gamma=0.05)
     K32, c = evaluate_tile(kernel, X[:20], X, np.dtype(np.float32))
-    assert K32.dtype == np.float32 and c == 1.0
+    assert K32.dtype == np.float32 and c == 0.0  # entries far from 1: stored as they are
     np.testing.assert_allclose(K32 + c, kernel.pairwise(X[:20], X), atol=2e-6)
     # without moving the data to the origin, float32 distances would be useless here
     naive = kernel.pairwise(X[:20].astype(np.float32), X.astype(np.float32))
@@ -152,26 +166,44 @@ def _float32_matches_exact(n: int, d: int, gamma_d: float, unscaled: bool) -> No
     X = _accuracy_data(n, d, unscaled)
     gamma = gamma_d / d
     reference = _exact_top(RBF(gamma=gamma).pairwise(X), 10)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # gamma = 10/d: K ~ I, nothing converges
-        kp = KernelPCA(10, gamma=gamma, solver="randomized", random_state=0, max_iter=40)
-        kp.fit(X)
-    assert kp._resolve_cache_dtype(X.dtype) == np.float32  # the default stores float32
-    np.testing.assert_allclose(kp.eigenvalues_, reference, rtol=1e-6)
+    fits = {}
+    for cache_dtype in ("auto", "float64"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # K ~ I: may stop at max_iter
+            kp = KernelPCA(10, gamma=gamma, solver="randomized", cache_dtype=cache_dtype,
+                           max_iter=40, random_state=0)
+            fits[cache_dtype] = kp.fit(X)
+    assert fits["auto"]._resolve_cache_dtype(X.dtype) == np.float32  # the default
+    # Storage alone: the same iteration on float64 tiles.
+    np.testing.assert_allclose(fits["auto"].eigenvalues_, fits["float64"].eigenvalues_,
+                               rtol=2e-7)
+    np.testing.assert_allclose(fits["auto"].eigenvalues_, reference, rtol=1e-6)
+
+
+GAMMAS = [0.01, 1.0, 10.0]
 
 
 @pytest.mark.parametrize("unscaled", [False, True], ids=["standardised", "offset"])
-@pytest.mark.parametrize("gamma_d", [0.01, 1.0, 10.0])
+@pytest.mark.parametrize("gamma_d", GAMMAS)
 @pytest.mark.parametrize("d", [64, 784])
 def test_float32_cache_keeps_eigenvalues_small(d, gamma_d, unscaled):
     _float32_matches_exact(1200, d, gamma_d, unscaled)
 
 
+# At n = 5,000, d = 784, gamma = 10/d, K ~ I and the ten eigenvalues lie within 4e-6 of each
+# other: the default residual tolerance (1e-6 λ₁) stops after one pass, 4e-6 off, with float64
+# tiles alike (the storage check above still holds there).
+_UNRESOLVED = pytest.mark.xfail(reason="tol=1e-6 does not resolve a spectrum flatter than 1e-6",
+                                raises=AssertionError)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("unscaled", [False, True], ids=["standardised", "offset"])
-@pytest.mark.parametrize("gamma_d", [0.01, 1.0, 10.0])
+@pytest.mark.parametrize("gamma_d", GAMMAS)
 @pytest.mark.parametrize("d", [64, 784])
-def test_float32_cache_keeps_eigenvalues(d, gamma_d, unscaled):
+def test_float32_cache_keeps_eigenvalues(d, gamma_d, unscaled, request):
+    if (d, gamma_d, unscaled) == (784, 10.0, False):
+        request.applymarker(_UNRESOLVED)
     _float32_matches_exact(5000, d, gamma_d, unscaled)
 
 
@@ -271,7 +303,9 @@ def test_tiles_stay_on_the_workers(process_client, caplog):
     with _threads():
         threaded = KernelPCA(3, **kwargs).fit(X)
     assert threaded.n_iter_ == on_cluster.n_iter_
-    np.testing.assert_allclose(on_cluster.eigenvalues_, threaded.eigenvalues_, rtol=1e-10)
+    # float32 tiles computed in other processes can differ in a last bit (numpy's SIMD loops
+    # treat a buffer's unaligned head apart); float64 tiles agree to 1e-10 (next test).
+    np.testing.assert_allclose(on_cluster.eigenvalues_, threaded.eigenvalues_, rtol=1e-8)
 
 
 @pytest.mark.distributed
