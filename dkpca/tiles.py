@@ -16,8 +16,9 @@ the tiles on and above the diagonal are evaluated: tile ``(i, j)`` serves both `
   and drop it, for kernels larger than the memory available.
 
 **Store in float32, accumulate in float64.** A tile is stored as ``K_ij - s_ij`` for its own
-mean ``s_ij``, evaluated as such where the kernel allows (``exp(z) - 1`` by ``expm1`` for RBF,
-see :meth:`~dkpca.kernels.Kernel.pairwise_offset`), so rounding to float32 keeps the digits
+mean ``s_ij``, evaluated relative to a constant where the kernel allows (RBF: ``exp(z) - 1``
+for a tile whose entries are mostly near 1, ``exp(z)`` for one mostly near 0, see
+:meth:`~dkpca.kernels.Kernel.pairwise_offset`), so rounding to float32 keeps the digits
 that matter even when the raw kernel is nearly constant (a small RBF ``gamma`` puts every entry
 near 1 and the top uncentred eigenvalue near ``n``). The shift comes back exactly as a rank-one
 term, ``K_ij V_j = (K_ij - s_ij) V_j + s_ij 1 (1ᵀ V_j)``, added in float64; partial products are
