@@ -8,21 +8,22 @@ Examples
 2
 """
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from . import kernels, xarray  # xarray: registers the DataArray.dkpca accessor
-from .io import as_dask, load, save
+from ._version import __version__
+from .io import as_dask
 
 _LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.linear",
+         "save": "dkpca.persistence", "load": "dkpca.persistence",
          "select_model": "dkpca.selection", "ModelSelection": "dkpca.selection",
          "loo_projections": "dkpca.generalization", "Renormalizer": "dkpca.generalization",
          "independence_test": "dkpca.generalization"}
 
 
 def __getattr__(name: str) -> Any:
-    # The estimators import scikit-learn (~50 MB); dask workers import dkpca for the kernels
-    # only, so they are loaded on first use.
+    # The estimators import scikit-learn (~50 MB), and so does dkpca.persistence through them;
+    # dask workers import dkpca for the kernels only, so these are loaded on first use.
     if name in _LAZY:
         import importlib
 
@@ -32,11 +33,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
-
-try:
-    __version__ = version("dkpca")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
 
 __all__ = ["PCA", "KernelPCA", "ModelSelection", "Renormalizer", "__version__", "as_dask",
            "independence_test", "kernels", "load", "loo_projections", "save", "select_model",

@@ -41,7 +41,7 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dkpca.cli import UsageError
+    from dkpca._errors import UsageError
     from dkpca.cluster import connect
     from dkpca.datasets import make_rings
     from dkpca.selection import select_model

@@ -37,16 +37,36 @@ def parse_size(value: int | str, name: str, owner: str) -> int:
 
 
 def check_samples(X: da.Array, owner: str) -> None:
+    """Refuse fewer than two samples (nothing varies).
+
+    Examples
+    --------
+    >>> check_samples(da.ones((1, 3)), "PCA")
+    Traceback (most recent call last):
+    ...
+    ValueError: PCA needs at least 2 samples, got n_samples=1 (X has shape (1, 3)).
+    """
     if X.shape[0] < 2:
         raise ValueError(
-            f"{owner} needs at least 2 samples, got {X.shape[0]} (X has shape {X.shape})."
+            f"{owner} needs at least 2 samples, got n_samples={X.shape[0]} (X has shape "
+            f"{X.shape})."
         )
 
 
 def check_features(X: da.Array, n_features: int, owner: str) -> None:
+    """Refuse data with another number of features than the model was fitted with.
+
+    Examples
+    --------
+    >>> check_features(da.ones((2, 3)), 4, "PCA")
+    Traceback (most recent call last):
+    ...
+    ValueError: X has 3 features, but PCA is expecting 4 features as input (it was fitted with 4).
+    """
     if X.shape[1] != n_features:
         raise ValueError(
-            f"X has {X.shape[1]} features, but {owner} was fitted with {n_features} features."
+            f"X has {X.shape[1]} features, but {owner} is expecting {n_features} features as "
+            f"input (it was fitted with {n_features})."
         )
 
 

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse
 from threadpoolctl import threadpool_limits
 
 from . import _progress
@@ -155,7 +156,7 @@ def kernel_matrix(
     Y = X if Y is None else _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
     dtype = np.result_type(X.dtype, Y.dtype, np.float32)
     return da.blockwise(
-        kernel.pairwise, "ij", X, "ik", Y, "jk", dtype=dtype, concatenate=True
+        kernel.pairwise, "ij", X, "ik", Y, "jl", dtype=dtype, concatenate=True
     )
 
 
@@ -206,7 +207,9 @@ def kernel_product(
     """
     block_bytes = worker_block_bytes(block_bytes)
     X = X.rechunk({1: -1})
-    Y = Y if isinstance(Y, da.Array) else da.from_array(np.asarray(Y), chunks=(-1, -1))
+    if not isinstance(Y, da.Array):
+        sparse = scipy.sparse.issparse(Y)
+        Y = da.from_array(Y if sparse else np.asarray(Y), chunks=(-1, -1), asarray=not sparse)
     Y = _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
     Vd = da.from_array(np.asarray(V), chunks=(Y.chunks[0], -1))
     dtype = np.result_type(X.dtype, Y.dtype, V.dtype, np.float32)
@@ -220,7 +223,7 @@ def kernel_product(
         X,
         "ik",
         Y,
-        "jk",
+        "jl",  # not "jk": a precomputed kernel's training rows carry one column more
         Vd,
         "ja",
         dtype=dtype,

@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from dkpca._errors import UsageError  # re-exported: dkpca.cli.UsageError predates _errors
+
 __all__ = ["UsageError", "main"]
 
 logger = logging.getLogger("dkpca")
@@ -35,10 +37,6 @@ logger = logging.getLogger("dkpca")
 #: Exceptions that mean the user asked for something impossible, reported in one line.
 _USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, ImportError,
                 ConnectionError)
-
-
-class UsageError(Exception):
-    """A mistake of the user's, reported as one line and exit status 2."""
 
 
 def _positive_int(text: str) -> int:
@@ -168,7 +166,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from dkpca import __version__
+    from dkpca._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="dkpca", description="Kernel PCA for data larger than memory, on Dask."
@@ -304,10 +302,10 @@ def _open_input(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _fit(args: argparse.Namespace) -> str:
-    from dkpca import save
     from dkpca._validation import validate_params
     from dkpca.decomposition import KernelPCA
     from dkpca.io import check_destination
+    from dkpca.persistence import save
 
     model = KernelPCA(
         args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
@@ -452,7 +450,7 @@ def _write_rows(
 def _transform(args: argparse.Namespace) -> str:
     import numpy as np
 
-    from dkpca import load
+    from dkpca.persistence import load
 
     model = load(args.model, storage_options=args.storage_options)
     X, array = _open_input(args)
@@ -468,7 +466,7 @@ def _transform(args: argparse.Namespace) -> str:
 
 
 def _denoise(args: argparse.Namespace) -> str:
-    from dkpca import load
+    from dkpca.persistence import load
 
     model = load(args.model, storage_options=args.storage_options)
     if not hasattr(model, "denoise"):
@@ -486,8 +484,8 @@ def _denoise(args: argparse.Namespace) -> str:
 def _info(args: argparse.Namespace) -> str:
     import zarr
 
-    from dkpca import load
     from dkpca.io import Location
+    from dkpca.persistence import load
 
     model = load(args.model, in_memory="16MiB", storage_options=args.storage_options)
     location = Location(args.model, args.storage_options)

@@ -6,12 +6,12 @@ Linear :class:`~dkpca.linear.PCA` lives in :mod:`dkpca.linear` and is re-exporte
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import dask.array as da
 import numpy as np
 import psutil
-import scipy.linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from ._estimator import (
@@ -22,9 +22,10 @@ from ._estimator import (
     check_features,
     check_samples,
     like_input,
-    make_sketch,
     parse_size,
 )
+from ._kernel_solvers import resolve_solver, run_solver, training_data
+from ._precomputed import PrecomputedKernel
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
     InstanceOf,
@@ -35,38 +36,16 @@ from ._validation import (
     check_random_state,
     validate_params,
 )
-from .blocked import compute
-from .io import as_array, as_dask, is_lazy
+from .io import as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linear import PCA
 from .preimage import PreimageMixin
-from .solvers import (
-    SELECTIONS,
-    ComponentRule,
-    KernelBasis,
-    fit_exact,
-    fit_nystrom,
-    fit_randomized,
-    fit_sketch,
-    incomplete_cholesky,
-    select_fixed_size,
-    select_landmarks,
-)
+from .solvers import SELECTIONS, ComponentRule
 from .tiles import CACHE_DTYPES, cache_memory_budget
 
 __all__ = ["PCA", "KernelPCA"]
 
 logger = logging.getLogger(__name__)
-
-#: Below this many samples ``solver="auto"`` always decomposes the kernel exactly.
-EXACT_MAX_SAMPLES = 2000
-
-#: Default pass budget of the randomized solver.
-RANDOMIZED_MAX_ITER = 30
-
-#: ``cache_dtype="auto"`` stores float32 tiles for tolerances at least this loose: float32
-#: products are accurate to about 1e-7 of the first eigenvalue (see :mod:`dkpca.tiles`).
-FLOAT32_MIN_TOL = 1e-6
 
 
 class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -79,11 +58,23 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
     Parameters
     ----------
     n_components : int, float or None, default=None
-        An int keeps that many components; a float in (0, 1) keeps the fewest components that
-        explain that fraction of the variance; ``None`` keeps every component with a positive
-        eigenvalue (exact solver only).
-    kernel : {"rbf", "poly", "sigmoid", "linear"} or Kernel, default="rbf"
-        A name, or a :mod:`dkpca.kernels` object (which may be a sum, ``RBF() + Linear()``).
+        An int keeps that many components (with ``remove_zero_eig=False``, exactly that many
+        columns, see below); a float in (0, 1) keeps the fewest components that explain that
+        fraction of the variance; ``None`` keeps every component with a positive eigenvalue
+        (exact solver only).
+    kernel : str, Kernel or callable, default="rbf"
+        A name: ``"rbf"``, ``"poly"``, ``"sigmoid"``, ``"linear"``, ``"laplacian"``,
+        ``"cosine"``, ``"chi2"``, ``"additive_chi2"`` (scikit-learn's kernels, to 1e-10), or
+        ``"precomputed"``: ``fit`` takes the ``n × n`` training kernel matrix (numpy or dask,
+        symmetric) and ``transform`` takes ``K(new, train)``; pre-images, k-means landmarks
+        and the fixed-size solver need an input space and refuse it. A :mod:`dkpca.kernels`
+        object (which may be a sum, ``RBF() + Linear()``). A callable ``k(X, Y, **params)``
+        returning the ``(len(X), len(Y))`` block is evaluated tile by tile; scikit-learn's
+        per-pair callables ``k(x, y) -> float`` are detected and called pair by pair (slow).
+        A model with a callable kernel cannot be saved.
+    kernel_params : dict, optional
+        Keyword arguments of a callable kernel (named kernels take ``gamma``, ``degree`` and
+        ``coef0``).
     gamma : float, optional
         Kernel coefficient of rbf, poly and sigmoid; ``None`` means ``1 / n_features``.
     sigma2 : float, optional
@@ -182,9 +173,10 @@ default="auto"
         eigen-extension of the landmarks' eigenpairs (eqs. 62–63; no pass).
     preimage : {"auto", "fixed_point", "learned"}, default="auto"
         How ``inverse_transform`` and ``denoise`` map back to the input space: the fixed-point
-        iteration of Mika et al. (RBF kernels only; ``"auto"`` picks it for RBF) or the
-        kernel ridge regression learned with ``fit_inverse_transform`` (any kernel; ``"auto"``
-        for the others). See :mod:`dkpca.preimage`.
+        iteration of Mika et al. (RBF kernels on dense data only) or the kernel ridge
+        regression learned with ``fit_inverse_transform`` (any kernel). ``"auto"`` takes the
+        learned one when ``fit_inverse_transform=True`` (as scikit-learn), else the fixed
+        point where it applies. See :mod:`dkpca.preimage`.
     fit_inverse_transform : bool, default=False
         Learn the kernel ridge pre-image from the training scores to the training points (the
         landmarks for landmark solvers; at most 5,000 training points otherwise), as
@@ -200,6 +192,21 @@ default="auto"
     random_state : int, numpy Generator, RandomState or None, default=None
         Seed of the randomized solver's start block, of the sketch, of landmark sampling and
         of the learned pre-image's subsample.
+
+    remove_zero_eig : bool, default=False
+        With an int ``n_components``: ``False`` returns exactly that many columns, components
+        without a positive eigenvalue (a rank-deficient kernel) being zero columns with
+        eigenvalue 0, and warns; ``True`` drops them. scikit-learn's semantics: with
+        ``n_components=None`` zero components are always dropped. Significantly negative
+        eigenvalues among the requested components (an indefinite kernel) raise
+        ``ValueError``.
+    copy_X : bool, default=True
+        Keep a copy of in-memory training data as the model's basis (exact, randomized and
+        sketch solvers), so that changing the caller's array later cannot change
+        ``transform``, ``denoise`` or a saved model. ``False`` keeps a reference: no second
+        copy of the data in memory, but the model then silently follows the array. Lazy
+        training data (dask, Zarr) is always kept as a lazy reference, never read into
+        memory; :func:`dkpca.save` writes it into the saved model, which is self-contained.
 
     Attributes
     ----------
@@ -266,9 +273,11 @@ default="auto"
     _parameter_constraints: dict = {
         "n_components": N_COMPONENTS,
         "kernel": [
-            Options({"rbf", "gaussian", "poly", "polynomial", "sigmoid", "linear"}),
+            InstanceOf(str, "a kernel name"),
             InstanceOf(Kernel, "a dkpca.kernels.Kernel"),
+            InstanceOf(Callable, "a callable k(X, Y)"),
         ],
+        "kernel_params": [InstanceOf(Mapping, "a dict"), None],
         "gamma": [Interval("real", 0, None, closed="neither"), None],
         "sigma2": [Interval("real", 0, None, closed="neither"), None],
         "degree": [Interval("int", 1, None)],
@@ -295,13 +304,15 @@ default="auto"
         "alpha": [Interval("real", 0, None, closed="neither")],
         "preimage_tol": [Interval("real", 0, None, closed="neither")],
         "preimage_max_iter": [Interval("int", 1, None)],
+        "remove_zero_eig": [Options({True, False})],
+        "copy_X": [Options({True, False})],
     }
 
     def __init__(
         self,
         n_components: float | None = None,
         *,
-        kernel: str | Kernel = "rbf",
+        kernel: str | Kernel | Callable = "rbf",
         gamma: float | None = None,
         sigma2: float | None = None,
         degree: int = 3,
@@ -332,6 +343,9 @@ default="auto"
         preimage_tol: float = 1e-6,
         preimage_max_iter: int = 300,
         random_state: RandomStateLike = None,
+        kernel_params: Mapping[str, Any] | None = None,
+        remove_zero_eig: bool = False,
+        copy_X: bool = True,
     ):
         self.n_components = n_components
         self.kernel = kernel
@@ -365,46 +379,9 @@ default="auto"
         self.preimage_tol = preimage_tol
         self.preimage_max_iter = preimage_max_iter
         self.random_state = random_state
-
-    def _fit_landmarks(
-        self, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
-    ) -> tuple[KernelBasis, int]:
-        """Nyström kernel PCA on landmarks chosen by ``solver``; returns it and its passes."""
-        n = X.shape[0]
-        rng = np.random.default_rng(check_random_state(self.random_state))
-        if solver == "icf":
-            rank = self.max_rank if self.max_rank is not None else min(n, 1000)
-            icf = incomplete_cholesky(kernel, X, tol=self.icf_tol, max_rank=rank)
-            self.residual_trace_ = np.array(icf.trace_history)
-            self._check_rank(rule, icf.rank, "the ICF rank")
-            R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
-            basis = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes,
-                                feature_map=R)
-            return basis, icf.n_passes + 1
-        m = self.n_landmarks if self.n_landmarks is not None else min(n, 1000)
-        if m > n:
-            raise ValueError(f"KernelPCA: n_landmarks={m} exceeds the {n} samples.")
-        self._check_rank(rule, m, "n_landmarks")
-        if solver == "fixed_size":
-            result = select_fixed_size(X, m, self.selection, rng=rng, gamma=self.entropy_gamma,
-                                       tol=self.tol, max_iter=self.max_iter or 20)
-            self.entropy_trace_ = result.entropy_trace
-            landmarks, passes = result.landmarks, len(result.entropy_trace)
-        else:
-            landmarks = select_landmarks(kernel, X, m, self.sampling, rng=rng,
-                                         block_bytes=block_bytes)
-            passes = 1
-        method = self.nystrom_method if solver == "nystrom" else "feature_map"
-        basis = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes, method=method)
-        return basis, passes
-
-    @staticmethod
-    def _check_rank(rule: ComponentRule, rank: int, name: str) -> None:
-        if rule.count is not None and rule.count > rank:
-            raise ValueError(
-                f"KernelPCA: n_components={rule.count} exceeds {name}={rank}; a Nyström "
-                f"approximation of rank {rank} yields at most {rank} components."
-            )
+        self.kernel_params = kernel_params
+        self.remove_zero_eig = remove_zero_eig
+        self.copy_X = copy_X
 
     @property
     def landmarks_(self) -> np.ndarray | da.Array:
@@ -430,50 +407,23 @@ default="auto"
             sigma2=self.sigma2,
             degree=self.degree,
             coef0=self.coef0,
+            kernel_params=self.kernel_params,
         )
         return kernel.with_defaults(n_features)
 
-    def _resolve_sketch_method(self, kernel: Kernel) -> str:
-        if self.sketch_method != "auto":
-            return self.sketch_method
-        return "nystrom" if kernel.positive_semidefinite else "covariance"
-
-    def _resolve_cache_dtype(self, data_dtype: np.dtype) -> np.dtype:
-        if self.cache_dtype != "auto":
-            return np.dtype(self.cache_dtype)
-        float32_enough = data_dtype == np.float32 or self.tol >= FLOAT32_MIN_TOL
-        return np.dtype(np.float32 if float32_enough else np.float64)
-
-    def _resolve_solver(self, n: int, rule: ComponentRule, kernel_fits: bool) -> str:
-        if self.solver != "auto":
-            if self.solver == "exact" and not kernel_fits:
-                raise ValueError(
-                    f"KernelPCA: solver='exact' needs the {n} x {n} kernel in memory, which "
-                    f"exceeds max_memory={self.max_memory!r}; use solver='randomized'."
-                )
-            if self.solver == "randomized" and self.n_components is None:
-                raise ValueError(
-                    "KernelPCA: solver='randomized' needs n_components (an int or a variance "
-                    "fraction); n_components=None asks for every component."
-                )
-            return self.solver
-        if self.n_components is None:
-            if not kernel_fits:
-                raise ValueError(
-                    f"KernelPCA: n_components=None asks for all components, which needs the "
-                    f"{n} x {n} kernel in memory (above max_memory={self.max_memory!r}); "
-                    f"set n_components."
-                )
-            return "exact"
-        small = n <= EXACT_MAX_SAMPLES or (rule.count is not None and rule.count > n // 5)
-        return "exact" if small and kernel_fits else "randomized"
+    @property
+    def _precomputed(self) -> bool:
+        return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def fit(self, X: ArrayLike, y: Any = None) -> KernelPCA:
         """Fit the model on ``X`` (``n_samples × n_features``).
 
         Parameters
         ----------
-        X : array-like, dask array, xarray.DataArray, or a Zarr path or URL
+        X : array-like, scipy.sparse matrix, dask array, xarray.DataArray, or a Zarr path or URL
+            Sparse data (CSR, CSC, or a dask array of sparse blocks) is never densified whole:
+            each kernel tile is a sparse product. With ``kernel="precomputed"``, the
+            ``n × n`` training kernel matrix.
         y : ignored
 
         Returns
@@ -481,13 +431,14 @@ default="auto"
         self : KernelPCA
         """
         validate_params(self.get_params(), self._parameter_constraints, "KernelPCA")
-        data = as_array(X)  # in-memory input stays the caller's array (no copy if dtype fits)
-        Xd = as_dask(data, check_finite=False)
+        data = training_data(self, X)
+        Xd = as_dask(data, check_finite=False, accept_sparse=True)
         check_samples(Xd, "KernelPCA")
         n, d = Xd.shape
         check_n_components(self.n_components, n, "KernelPCA")
-        rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue)
-        kernel = self._resolve_kernel(d)
+        rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue,
+                                         self.remove_zero_eig or self.n_components is None)
+        kernel = PrecomputedKernel(n) if self._precomputed else self._resolve_kernel(d)
         block_bytes = parse_size(self.block_size, "block_size", "KernelPCA")
         if self.max_memory == "auto":
             max_memory = int(psutil.virtual_memory().available // 2)
@@ -495,46 +446,14 @@ default="auto"
         else:
             max_memory = cache_memory = parse_size(self.max_memory, "max_memory", "KernelPCA")
         kernel_fits = n * n * Xd.dtype.itemsize <= max_memory
-        solver = self._resolve_solver(n, rule, kernel_fits)
-        basis_data = data
+        solver = resolve_solver(self, n, rule, kernel_fits)
         logger.info("KernelPCA: %s solver on %d x %d, kernel %r", solver, n, d, kernel)
-        if solver == "exact":
-            basis, vectors = fit_exact(
-                kernel, Xd, rule, block_bytes=block_bytes, basis_data=basis_data
-            )
-            self.n_iter_ = 1
-        elif solver == "sketch":
-            basis, vectors = fit_sketch(
-                kernel,
-                Xd,
-                rule,
-                sketch=make_sketch(self, n, rule, "KernelPCA"),
-                block_bytes=block_bytes,
-                method=self._resolve_sketch_method(kernel),
-                refine=self.refine,
-                basis_data=basis_data,
-            )
-            self.n_iter_ = 2 if self.refine else 1
-        elif solver in ("nystrom", "fixed_size", "icf"):
-            basis, self.n_iter_ = self._fit_landmarks(solver, kernel, Xd, rule, block_bytes)
-            vectors = basis.transform(Xd) / np.sqrt(basis.eigenvalues)  # lazy: n x k
-            if not is_lazy(X):
-                (vectors,) = compute(vectors)
-        else:
-            basis, vectors, result = fit_randomized(
-                kernel,
-                Xd,
-                rule,
-                seed=check_random_state(self.random_state),
-                block_bytes=block_bytes,
-                max_memory=cache_memory if cache_memory is not None else cache_memory_budget(),
-                cache_dtype=self._resolve_cache_dtype(Xd.dtype),
-                n_oversamples=self.n_oversamples,
-                tol=self.tol,
-                max_iter=self.max_iter or RANDOMIZED_MAX_ITER,
-                basis_data=basis_data,
-            )
-            self.n_iter_ = result.n_passes
+        run = run_solver(
+            self, solver, kernel, Xd, rule, block_bytes=block_bytes,
+            cache_memory=cache_memory if cache_memory is not None else cache_memory_budget(),
+            basis_data=data, lazy=is_lazy(X),
+        )
+        basis, vectors, self.n_iter_ = run.basis, run.vectors, run.n_iter
         self.basis_ = basis
         self.kernel_ = kernel
         self.gamma_ = getattr(kernel, "gamma", None)
@@ -542,9 +461,11 @@ default="auto"
         self.eigenvalues_ = basis.eigenvalues
         self.eigenvectors_ = vectors
         self.explained_variance_ = basis.eigenvalues / n
-        self.explained_variance_ratio_ = basis.eigenvalues / basis.total_variance
+        total = basis.total_variance  # 0 for constant data: no variance to share
+        self.explained_variance_ratio_ = basis.eigenvalues / total if total > 0 else \
+            np.zeros_like(basis.eigenvalues)
         self.n_components_ = basis.n_components
-        self.n_features_in_ = d
+        self.n_features_in_ = n if self._precomputed else d
         self._n_features_out = basis.n_components
         self._fit_preimage(np.random.default_rng(check_random_state(self.random_state)))
         return self
@@ -560,9 +481,16 @@ default="auto"
         scores : (n_samples, n_components_) array
         """
         check_is_fitted(self, "basis_")
-        Xd = as_dask(X)
+        Xd = as_dask(X, accept_sparse=True)
         check_features(Xd, self.n_features_in_, "KernelPCA")
         return like_input(self.basis_.transform(Xd), X)
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags: sparse input is accepted; a precomputed kernel is pairwise."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = self._precomputed
+        return tags
 
     def fit_transform(self, X: ArrayLike, y: Any = None) -> np.ndarray | da.Array:
         """Fit and return the training scores ``eigenvectors_ * sqrt(eigenvalues_)``.
@@ -574,5 +502,5 @@ default="auto"
         if isinstance(scores, da.Array):  # Nyström on lazy input: already lazy
             return scores
         if is_lazy(X):
-            return da.from_array(scores, chunks=(as_dask(X).chunks[0], -1))
+            return da.from_array(scores, chunks=(as_dask(X, accept_sparse=True).chunks[0], -1))
         return scores

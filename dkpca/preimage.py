@@ -27,8 +27,11 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg
+import scipy.sparse
+from sklearn.exceptions import NotFittedError
 
 from dkpca.blocked import compute, kernel_product
+from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
 
 __all__ = ["LearnedPreimage", "PreimageResult", "fixed_point_preimage"]
@@ -240,6 +243,7 @@ def learned_training_set(
     B = basis.basis
     if B.shape[0] < basis.n_samples:
         (points,) = compute(B) if isinstance(B, da.Array) else (B,)
+        points = _dense(points)
         (scores,) = compute(basis.transform(da.from_array(points, chunks=(len(points), -1))))
     else:
         rows = slice(None)
@@ -247,7 +251,12 @@ def learned_training_set(
             rows = np.sort(rng.choice(B.shape[0], MAX_LEARNED_SAMPLES, replace=False))
         points, scores = B[rows], training_scores[rows]
         points, scores = compute(points, scores)  # a no-op for numpy
-    return np.asarray(points, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+    return np.asarray(_dense(points), dtype=np.float64), np.asarray(scores, dtype=np.float64)
+
+
+def _dense(points: Any) -> np.ndarray:
+    # The learned pre-image's points: at most MAX_LEARNED_SAMPLES rows, so dense is fine.
+    return points.toarray() if scipy.sparse.issparse(points) else points
 
 
 class PreimageMixin:
@@ -271,15 +280,26 @@ class PreimageMixin:
         from dkpca._validation import check_is_fitted
 
         check_is_fitted(self, "basis_")
+        owner = type(self).__name__
+        if self.kernel_.name == "precomputed":
+            raise ValueError(f"{owner}: pre-images need an input space, which a model fitted on "
+                             f"a precomputed kernel does not have.")
+        dense = not is_sparse(self.basis_.basis)
         method = self.preimage
-        if method == "auto":
-            method = "fixed_point" if isinstance(self.kernel_, RBF) else "learned"
+        if method == "auto":  # what the user fitted, else the iteration where it applies
+            fixed_point = isinstance(self.kernel_, RBF) and dense and not self.fit_inverse_transform
+            method = "fixed_point" if fixed_point else "learned"
         if method == "learned" and not hasattr(self, "dual_coef_"):
-            raise ValueError(
-                f"{type(self).__name__}: the learned pre-image needs fit_inverse_transform=True"
-                + ("" if isinstance(self.kernel_, RBF) else
-                   f" (the fixed-point pre-image is for RBF kernels, not {self.kernel_!r})")
+            # NotFittedError is a ValueError: what is missing is a fitted part of the model.
+            raise NotFittedError(
+                f"{owner}: the learned pre-image needs fit_inverse_transform=True"
+                + ("" if isinstance(self.kernel_, RBF) and dense else
+                   f" (the fixed-point pre-image is for RBF kernels on dense data, not "
+                   f"{self.kernel_!r}{'' if dense else ' on sparse data'})")
             )
+        if method == "fixed_point" and not dense:
+            raise ValueError(f"{owner}: the fixed-point pre-image needs dense training data; "
+                             f"fit with fit_inverse_transform=True for learned pre-images.")
         if method == "fixed_point":
             _rbf(self.kernel_)
             self.basis_.mean_weights()  # fails early for a model saved without them
@@ -349,7 +369,7 @@ class PreimageMixin:
         from dkpca.io import as_dask
 
         self._preimage_method()
-        Xd = as_dask(X)
+        Xd = as_dask(X, accept_sparse=True)
         check_features(Xd, self.n_features_in_, type(self).__name__)
         scores = self.basis_.transform(Xd)
         return like_input(self._preimages(scores, Xd, Xd.dtype), X)

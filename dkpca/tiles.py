@@ -39,6 +39,7 @@ import dask
 import dask.array as da
 import numpy as np
 import psutil
+import scipy.sparse
 
 from .blocked import (
     compute,
@@ -94,7 +95,9 @@ def evaluate_tile(
     >>> K32.dtype, bool(np.allclose(K32 + c, RBF(gamma=0.5).pairwise(X), atol=1e-6))
     (dtype('float32'), True)
     """
-    if np.dtype(dtype) == np.float32 and kernel.translation_invariant:
+    # Sparse blocks stay sparse (moving them would densify them); sparse data sit near 0.
+    if (np.dtype(dtype) == np.float32 and kernel.translation_invariant
+            and not scipy.sparse.issparse(Xi)):
         center = Xi.mean(axis=0, dtype=np.float64)
         Xi = (Xi - center).astype(np.float32)
         Xj = (Xj - center).astype(np.float32)

@@ -134,7 +134,7 @@ def _scores_array(scores: Any, data: xr.DataArray, sample_dim: str) -> xr.DataAr
 
 def _description(model: KernelPCA | PCA) -> dict[str, str]:
     """Attributes for results: JSON strings, so they survive ``to_zarr`` and ``to_netcdf``."""
-    from dkpca import __version__
+    from dkpca._version import __version__
     from dkpca.kernels import Kernel
 
     params = {

@@ -75,3 +75,30 @@ def similarity(V: np.ndarray, V_ref: np.ndarray) -> np.ndarray:
     return np.abs(np.sum(V * V_ref, axis=0)) / (
         np.linalg.norm(V, axis=0) * np.linalg.norm(V_ref, axis=0)
     )
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark scikit-learn's tests that dkpca fails by design strict xfail, with the reason."""
+    for item in items:
+        if "sklearn_suite" not in item.keywords:
+            continue
+        deliberate = item.module.DELIBERATE
+        reason = deliberate.get(item.name) or deliberate.get(item.originalname)
+        if reason:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print the tally of scikit-learn's own KernelPCA tests run against dkpca."""
+    tally: dict[str, list[str]] = {}
+    for outcome in ("passed", "failed", "xfailed", "xpassed", "skipped", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if "sklearn_suite" in getattr(report, "keywords", {}):
+                tally.setdefault(outcome, []).append(report.nodeid.split("::")[-1])
+    if not tally:
+        return
+    counts = ", ".join(f"{len(names)} {outcome}" for outcome, names in tally.items())
+    terminalreporter.write_sep("-", f"scikit-learn's test_kernel_pca.py on dkpca: {counts}")
+    for outcome in ("failed", "xfailed", "xpassed", "error"):
+        for name in tally.get(outcome, []):
+            terminalreporter.write_line(f"{outcome.upper()}: {name}")

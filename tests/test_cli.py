@@ -132,7 +132,7 @@ BAD = {
     "existing output": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
                          "{tmp}/model.zarr"], "already exists; pass overwrite=True"),
     "wrong shape": (["transform", "{tmp}/model.zarr", "{tmp}/wide.zarr", "--out",
-                     "{tmp}/s.zarr"], "X has 7 features, but KernelPCA was fitted with 5"),
+                     "{tmp}/s.zarr"], "X has 7 features, but KernelPCA is expecting 5"),
     "missing model": (["transform", "{tmp}/none.zarr", "{tmp}/wide.zarr", "--out",
                        "{tmp}/s.zarr"], "no saved model at"),
     "not a model": (["info", "{tmp}/wide.zarr"], "is a Zarr array, not a saved dkpca model"),

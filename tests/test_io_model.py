@@ -1,5 +1,6 @@
-"""dkpca.save / dkpca.load: every solver's model round-trips and transforms identically."""
+"""dkpca.save / dkpca.load (dkpca.persistence): every model round-trips, transforms identically."""
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -7,12 +8,13 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse
 import zarr
 from sklearn.exceptions import NotFittedError
 
 import dkpca
-from dkpca.io import FORMAT_VERSION
 from dkpca.kernels import RBF, Linear
+from dkpca.persistence import FORMAT_VERSION
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -165,3 +167,60 @@ def test_save_errors(tmp_path, data, caplog):
         dkpca.save(generator, tmp_path / "d.zarr", overwrite=True)
     assert "has no JSON form" in caplog.text
     assert dkpca.load(tmp_path / "d.zarr").random_state is None
+
+
+class Unsaveable(RBF):
+    """An RBF kernel without a JSON form, as a Python callable wrapped as a kernel is."""
+
+    def get_config(self):
+        raise ValueError("Unsaveable has no JSON configuration")
+
+
+class Unregistered(RBF):
+    """A kernel subclass with a name of its own that was never registered."""
+
+    name = "unregistered"
+
+
+@pytest.mark.parametrize("kernel", [Unsaveable, Unregistered])
+@pytest.mark.parametrize("where", ["parameter", "fitted"])
+def test_a_kernel_without_a_config_is_refused_before_anything_is_written(
+    kernel, where, data, tmp_path
+):
+    if where == "parameter":
+        model = dkpca.KernelPCA(2, kernel=kernel(gamma=0.5)).fit(data)
+    else:  # only the fitted state holds it
+        model = dkpca.KernelPCA(2, kernel="rbf", gamma=0.5).fit(data)
+        model.kernel_ = kernel(gamma=0.5)
+        model.basis_ = dataclasses.replace(model.basis_, kernel=kernel(gamma=0.5))
+    with pytest.raises(ValueError, match=rf"{kernel.__name__}\(gamma=0.5\).*use a named kernel"
+                       r".*register_kernel"):
+        dkpca.save(model, tmp_path / "model.zarr")
+    assert not list(tmp_path.iterdir())  # neither the destination nor a temporary sibling
+
+
+def _sparse_basis(data: np.ndarray) -> scipy.sparse.csr_matrix:
+    zeros = np.random.default_rng(5).random(data.shape) < 0.6
+    return scipy.sparse.csr_matrix(np.where(zeros, 0.0, data).astype(np.float32))
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["scipy", "dask of scipy"])
+def test_a_sparse_basis_is_saved_as_its_csr_parts(lazy, data, tmp_path):
+    model = dkpca.KernelPCA(3, solver="exact").fit(data)
+    sparse = _sparse_basis(data)
+    basis = da.from_array(sparse, chunks=(70, -1), asarray=False) if lazy else sparse
+    model.basis_ = dataclasses.replace(model.basis_, basis=basis)
+    dkpca.save(model, tmp_path / "m.zarr")
+
+    group = zarr.open_group(tmp_path / "m.zarr", mode="r")
+    encoded = group.attrs["dkpca"]["attributes"]["basis_"]["fields"]["basis"]
+    assert encoded == {"sparse": "basis", "format": "csr", "shape": [300, 5]}
+    assert {name for name, _ in group["basis_/basis"].arrays()} == {"data", "indices", "indptr"}
+
+    loaded = dkpca.load(tmp_path / "m.zarr", in_memory=1024)  # sparse: in memory whatever
+    restored = loaded.basis_.basis
+    assert isinstance(restored, scipy.sparse.csr_matrix) and restored.shape == sparse.shape
+    for part in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(restored, part), getattr(sparse, part))
+        assert getattr(restored, part).dtype == getattr(sparse, part).dtype, part
+    np.testing.assert_array_equal(loaded.basis_.coef, model.basis_.coef)

@@ -18,8 +18,8 @@ from sklearn.datasets import make_classification
 from sklearn.preprocessing import KernelCenterer, StandardScaler
 
 from dkpca import KernelPCA
+from dkpca._kernel_solvers import RANDOMIZED_MAX_ITER, resolve_cache_dtype
 from dkpca.blocked import center_columns
-from dkpca.decomposition import RANDOMIZED_MAX_ITER
 from dkpca.kernels import RBF, Linear, Polynomial, Sigmoid
 from dkpca.tiles import (
     StoredTile,
@@ -173,7 +173,7 @@ def _float32_matches_exact(n: int, d: int, gamma_d: float, unscaled: bool) -> No
             kp = KernelPCA(10, gamma=gamma, solver="randomized", cache_dtype=cache_dtype,
                            max_iter=40, random_state=0)
             fits[cache_dtype] = kp.fit(X)
-    assert fits["auto"]._resolve_cache_dtype(X.dtype) == np.float32  # the default
+    assert resolve_cache_dtype(fits["auto"], X.dtype) == np.float32  # the default
     # Storage alone: the same iteration on float64 tiles.
     np.testing.assert_allclose(fits["auto"].eigenvalues_, fits["float64"].eigenvalues_,
                                rtol=2e-7)
@@ -208,11 +208,11 @@ def test_float32_cache_keeps_eigenvalues(d, gamma_d, unscaled, request):
 
 
 def test_cache_dtype_resolution():
-    assert KernelPCA(3)._resolve_cache_dtype(np.dtype("float64")) == np.float32
-    assert KernelPCA(3, tol=1e-9)._resolve_cache_dtype(np.dtype("float64")) == np.float64
-    assert KernelPCA(3, tol=1e-9)._resolve_cache_dtype(np.dtype("float32")) == np.float32
+    assert resolve_cache_dtype(KernelPCA(3), np.dtype("float64")) == np.float32
+    assert resolve_cache_dtype(KernelPCA(3, tol=1e-9), np.dtype("float64")) == np.float64
+    assert resolve_cache_dtype(KernelPCA(3, tol=1e-9), np.dtype("float32")) == np.float32
     explicit = KernelPCA(3, cache_dtype="float64")
-    assert explicit._resolve_cache_dtype(np.dtype("float32")) == np.float64
+    assert resolve_cache_dtype(explicit, np.dtype("float32")) == np.float64
 
 
 @pytest.mark.parametrize("cache_dtype", ["float32", "float64"])

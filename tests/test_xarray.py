@@ -87,7 +87,7 @@ def test_transform_new_data_and_errors(field):
     held_out = transform(model, field.isel(time=slice(60, None)), "time")
     assert held_out.sizes == {"time": 20, "component": 2}
     assert held_out.indexes["time"].equals(field.indexes["time"][60:])
-    with pytest.raises(ValueError, match="has 3 features, but KernelPCA was fitted with 12"):
+    with pytest.raises(ValueError, match="has 3 features, but KernelPCA is expecting 12"):
         transform(model, field.isel(lon=0), "time")
     with pytest.raises(ValueError, match="to the model itself"):
         fit_transform(field, "time", model=dkpca.PCA(2), n_components=3)

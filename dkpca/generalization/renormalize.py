@@ -25,23 +25,18 @@ from sklearn.base import BaseEstimator, TransformerMixin
 
 from dkpca._typing import ArrayLike
 from dkpca._validation import Options, check_is_fitted, validate_params
+from dkpca.io import as_array
 
 __all__ = ["Renormalizer", "histogram_equalize"]
 
 
 def _check_scores(X: ArrayLike, name: str, n_components: int | None = None) -> np.ndarray:
     """Return ``X`` as a finite 2-D float64 array with ``n_components`` columns."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"Renormalizer: {name} must be 2-D (n_samples, n_components), "
-                         f"got shape {X.shape}")
-    if X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"Renormalizer: {name} is empty (shape {X.shape})")
+    X = np.asarray(as_array(X, name=name), dtype=np.float64)
     if n_components is not None and X.shape[1] != n_components:
-        raise ValueError(f"Renormalizer: {name} has shape {X.shape}, so {X.shape[1]} components, "
-                         f"but the renormaliser was fitted on {n_components}")
-    if not np.isfinite(X).all():
-        raise ValueError(f"Renormalizer: {name} contains NaN or infinite values")
+        raise ValueError(f"X has {X.shape[1]} features, but Renormalizer is expecting "
+                         f"{n_components} features as input ({name} must have the "
+                         f"{n_components} components it was fitted on).")
     return X
 
 
@@ -117,7 +112,8 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         becomes the ``r``-th smallest training value; for a batch of ``m != n_train`` points the
         sorted training values are first interpolated at ``linspace(1, n_train, m)`` by the
         monotone PCHIP spline (:func:`histogram_equalize`). A point's output depends on the
-        rest of its batch; ``loo_scores`` is not used.
+        rest of its batch (declared to scikit-learn as ``non_deterministic``, see
+        :meth:`__sklearn_tags__`); ``loo_scores`` is not used.
 
         ``"affine"`` (Kjems et al., 2001) — ``transform(x) = x * scale_`` with
         ``scale_ = std(train) / std(loo)`` per component (sample standard deviations). Kernel
@@ -160,6 +156,17 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         "method": [Options({"histogram", "affine", "quantile"})],
     }
 
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags: histogram equalisation maps a batch, not each point alone.
+
+        Its output for a point depends on the rest of the batch by design (the paper's
+        Algorithm 1), so it is declared ``non_deterministic``, which tells scikit-learn's
+        estimator checks not to expect batch-independent results.
+        """
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self.method == "histogram"
+        return tags
+
     def __init__(self, method: str = "histogram"):
         self.method = method
 
@@ -192,7 +199,8 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         train = _check_scores(train_scores, "train_scores")
         n, q = train.shape
         if n < 2:
-            raise ValueError(f"Renormalizer: need at least 2 training projections, got {n}")
+            raise ValueError(f"Renormalizer: need at least 2 training projections, got "
+                             f"n_samples={n}")
         fitted: dict[str, Any] = {}
         if self.method != "histogram":
             if loo_scores is None:

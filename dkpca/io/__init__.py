@@ -1,4 +1,7 @@
-"""Data in and out: input of every kind as one dask array, atomic Zarr output, saved models.
+"""Data in and out: input of every kind as one dask array, Zarr locations, atomic Zarr output.
+
+Saved models are :mod:`dkpca.persistence` (``dkpca.save``/``dkpca.load``), which sits above
+the estimators; nothing here imports them.
 
 Examples
 --------
@@ -8,13 +11,11 @@ Examples
 (3, 2)
 """
 
-from dkpca.io._input import as_array, as_dask, default_row_chunk, is_lazy, open_zarr
+from dkpca.io._input import as_array, as_dask, default_row_chunk, is_lazy, is_sparse, open_zarr
 from dkpca.io._location import Location
-from dkpca.io._model import FORMAT_VERSION, load, save
 from dkpca.io._zarr import atomic_group, atomic_location, check_destination, store_array
 
 __all__ = [
-    "FORMAT_VERSION",
     "Location",
     "as_array",
     "as_dask",
@@ -23,8 +24,7 @@ __all__ = [
     "check_destination",
     "default_row_chunk",
     "is_lazy",
-    "load",
+    "is_sparse",
     "open_zarr",
-    "save",
     "store_array",
 ]

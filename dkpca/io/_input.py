@@ -18,13 +18,14 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+import scipy.sparse
 import xarray as xr
 import zarr
 
 from dkpca._typing import ArrayLike
 from dkpca.io._location import Location
 
-__all__ = ["as_array", "as_dask", "default_row_chunk", "is_lazy", "open_zarr"]
+__all__ = ["as_array", "as_dask", "default_row_chunk", "is_lazy", "is_sparse", "open_zarr"]
 
 #: Target size of one row chunk of in-memory input.
 ROW_CHUNK_BYTES = 64 * 2**20
@@ -167,17 +168,58 @@ def _dataarray_to_2d(data: xr.DataArray, sample_dim: str | None) -> Any:
 
 
 def _floating_dtype(dtype: np.dtype, name: str) -> np.dtype:
+    # ValueError, as scikit-learn raises for these dtypes (its estimator checks expect it).
     if np.issubdtype(dtype, np.complexfloating):
-        raise TypeError(
-            f"{name} has complex dtype {dtype}; kernel PCA needs real numbers. "
+        raise ValueError(
+            f"Complex data not supported: {name} has complex dtype {dtype}; PCA needs real "
+            f"numbers. "
             f"Pass the real part (X.real) or stack real and imaginary parts as features."
         )
+    if dtype == object:  # numbers stored as objects convert; anything else fails there
+        return np.dtype(np.float64)
     if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
-        raise TypeError(
+        raise ValueError(
             f"{name} has non-numeric dtype {dtype}; convert it to float first "
             f"(e.g. X.astype('float64'))."
         )
     return np.dtype(np.float32) if dtype in (np.float16, np.float32) else np.dtype(np.float64)
+
+
+def is_sparse(X: Any) -> bool:
+    """Whether ``X`` is a ``scipy.sparse`` matrix or array, or a dask array of them.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse, dask.array as da
+    >>> S = scipy.sparse.csr_matrix(np.eye(3))
+    >>> is_sparse(S), is_sparse(da.from_array(S, asarray=False)), is_sparse(np.eye(3))
+    (True, True, False)
+    """
+    if isinstance(X, da.Array):
+        return scipy.sparse.issparse(X._meta)
+    return scipy.sparse.issparse(X)
+
+
+def _sparse_rows(X: Any, name: str, check_finite: bool) -> Any:
+    """Return ``X`` as a validated floating CSR matrix (the caller's own if nothing changes)."""
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(_empty_message(name, X.shape))
+    dtype = _floating_dtype(X.dtype, name)
+    X = X.tocsr()  # rows are the parallel axis: CSR slices them without copying the rest
+    if X.dtype != dtype:
+        X = X.astype(dtype)
+    if check_finite and not np.isfinite(X.data).all():
+        raise ValueError(f"{name} contains NaN or infinity; remove or impute those values first.")
+    return X
+
+
+def _empty_message(name: str, shape: tuple[int, ...]) -> str:
+    # scikit-learn's wording (its estimator checks match it), then what is missing.
+    if len(shape) == 2 and shape[0] > 0:
+        return (f"Found array with 0 feature(s) (shape={shape}) while a minimum of 1 is "
+                f"required: {name} has no features.")
+    return (f"Found array with 0 sample(s) (shape={shape}) while a minimum of 1 is "
+            f"required: {name} is empty.")
 
 
 def as_array(
@@ -188,12 +230,14 @@ def as_array(
     sample_dim: str | None = None,
     component: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
-) -> np.ndarray | da.Array:
+    accept_sparse: bool = False,
+) -> Any:
     """Validate ``X`` as a 2-D floating array, keeping in-memory data in memory.
 
     The same checks and conversions as :func:`as_dask` (which see for the parameters), but
     numpy (and in-memory xarray) input comes back as a numpy array, without a copy when its
-    dtype already fits; lazy input (dask, Zarr) comes back as a dask array.
+    dtype already fits; ``scipy.sparse`` input as a CSR matrix or array (the caller's own when
+    it is already a floating CSR); lazy input (dask, Zarr) as a dask array.
 
     Examples
     --------
@@ -214,17 +258,25 @@ def as_array(
         raise ValueError("sample_dim applies to xarray and Zarr input only")
     if isinstance(X, numbers.Number | bytes):  # a scalar is a shape error, as in sklearn
         raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got a scalar")  # noqa: TRY004
+    if is_sparse(X) and not accept_sparse:
+        raise ValueError(
+            f"{name} is a sparse matrix, and sparse input is not supported here; pass "
+            f"X.toarray() (dense), or use KernelPCA, which takes sparse data."
+        )
+    if scipy.sparse.issparse(X):
+        return _sparse_rows(X, name, check_finite)
     if not isinstance(X, da.Array):
         X = np.asarray(X)
     dtype = _floating_dtype(X.dtype, name)
     if X.ndim != 2:
-        hint = " Reshape it with X.reshape(-1, 1) for a single feature." if X.ndim == 1 else ""
+        hint = (" Reshape your data with X.reshape(-1, 1) for a single feature, or "
+                "X.reshape(1, -1) for a single sample.") if X.ndim == 1 else ""
         raise ValueError(
             f"{name} must be 2-D (n_samples, n_features), got {X.ndim}-D with shape "
             f"{X.shape}.{hint}"
         )
     if 0 in X.shape:
-        raise ValueError(f"{name} is empty (shape {X.shape}); it needs samples and features.")
+        raise ValueError(_empty_message(name, X.shape))
     if isinstance(X, np.ndarray):
         X = X.astype(dtype, copy=False)
         if check_finite and not np.isfinite(X).all():
@@ -247,13 +299,16 @@ def as_dask(
     sample_dim: str | None = None,
     component: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    accept_sparse: bool = False,
 ) -> da.Array:
     """Validate ``X`` and return it as a 2-D, row-chunked floating dask array.
 
     Parameters
     ----------
-    X : array-like, xarray.DataArray, zarr.Array, or a Zarr path or URL
-        The data. numpy and dask arrays must be ``(n_samples, n_features)``. A DataArray or a
+    X : array-like, scipy.sparse matrix, xarray.DataArray, zarr.Array, or a Zarr path or URL
+        The data. numpy, sparse and dask arrays must be ``(n_samples, n_features)``; sparse
+        input (any format, made CSR) becomes a dask array of CSR row blocks, and dask arrays
+        of sparse blocks are accepted as they are. A DataArray or a
         Zarr array may have more dimensions: the sample dimension becomes the rows and all the
         others are stacked, in order, into features.
     name : str, default="X"
@@ -268,6 +323,9 @@ def as_dask(
         For a Zarr group: the array inside it (see :func:`open_zarr`).
     storage_options : mapping, optional
         For a Zarr URL: options of its fsspec file system.
+    accept_sparse : bool, default=False
+        Accept sparse input; otherwise it raises a ``ValueError`` that says so (the caller's
+        algorithm needs dense blocks).
 
     Returns
     -------
@@ -278,10 +336,9 @@ def as_dask(
 
     Raises
     ------
-    TypeError
-        Non-numeric or complex dtype.
     ValueError
-        Not 2-D (numpy, dask), empty, or (in-memory input) containing NaN or infinity.
+        Non-numeric or complex dtype; not 2-D (numpy, dask), empty, or (in-memory input)
+        containing NaN or infinity.
     FileNotFoundError
         No Zarr array at the path or URL.
 
@@ -301,11 +358,15 @@ def as_dask(
     """
     X = as_array(
         X, name=name, check_finite=check_finite, sample_dim=sample_dim, component=component,
-        storage_options=storage_options,
+        storage_options=storage_options, accept_sparse=accept_sparse,
     )
     if isinstance(X, np.ndarray):
         rows = default_row_chunk(X.shape[1], X.dtype.itemsize)
         return da.from_array(X, chunks=(rows, -1), name=False)
+    if scipy.sparse.issparse(X):  # chunks of CSR rows, sized by their stored entries
+        per_row = max(1.0, X.nnz / X.shape[0])
+        rows = default_row_chunk(1, int(per_row * (X.dtype.itemsize + 4)))
+        return da.from_array(X, chunks=(rows, -1), name=False, asarray=False)
     return X
 
 

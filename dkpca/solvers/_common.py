@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from dkpca.kernels import Kernel
 
 from ._basis import KernelBasis
-from ._components import ComponentRule, positive_part
+from ._components import ZERO_RATIO, ComponentRule, positive_part, zero_padded
 
 
 def basis_from_eigenpairs(
@@ -21,18 +24,21 @@ def basis_from_eigenpairs(
     rule: ComponentRule,
     block_bytes: int,
     owner: str,
+    zero_ratio: float = ZERO_RATIO,
 ) -> tuple[KernelBasis, np.ndarray]:
     """Select components and build the :class:`KernelBasis` of a full-kernel decomposition.
 
     Returns the basis and the kept eigenvectors (``n × k``, for ``fit_transform``).
     """
     m = rule.select(eigenvalues, total_variance)
-    m = min(m, positive_part(eigenvalues[:m], m if rule.count is not None else 0, owner))
-    values = eigenvalues[:m].astype(np.float64)
-    vectors = eigenvectors[:, :m]
+    keep = positive_part(eigenvalues[:m], rule, owner, zero_ratio)
+    width = m if rule.keep_zero else keep
+    vectors = eigenvectors[:, :width]
     # The eigenvectors are orthogonal to the ones vector in exact arithmetic; removing the
     # rounding residue makes the single offset term the whole centring of new points.
-    coef = (vectors - vectors.mean(axis=0)) / np.sqrt(values)
+    kept = vectors[:, :keep]
+    values, coef = zero_padded(eigenvalues[:keep].astype(np.float64),
+                               (kept - kept.mean(axis=0)) / np.sqrt(eigenvalues[:keep]), width)
     offset = row_means.astype(np.float64) @ coef
     basis = KernelBasis(
         kernel=kernel,
@@ -47,6 +53,11 @@ def basis_from_eigenpairs(
     return basis, vectors
 
 
+def _all_finite(block: Any) -> np.ndarray:
+    values = block.data if scipy.sparse.issparse(block) else block  # sparse: stored entries
+    return np.array([[np.isfinite(values).all()]])
+
+
 def check_finite_kernel(row_means: np.ndarray, X: da.Array, owner: str) -> None:
     """Raise a precise error when the kernel's row means are not finite.
 
@@ -56,7 +67,7 @@ def check_finite_kernel(row_means: np.ndarray, X: da.Array, owner: str) -> None:
     """
     if np.isfinite(row_means).all():
         return
-    if not bool(da.isfinite(X).all().compute()):
+    if not bool(X.map_blocks(_all_finite, chunks=(1, 1), dtype=bool).all().compute()):
         raise ValueError(f"{owner}: X contains NaN or infinity; remove or impute those values.")
     raise ValueError(
         f"{owner}: the kernel matrix has non-finite entries (overflow); reduce gamma or degree, "

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import numbers
+import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ComponentRule"]
+__all__ = ["ComponentRule", "positive_part", "zero_padded"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,10 @@ class ComponentRule:
     min_relative : float or None
         Keep components whose eigenvalue is at least this fraction of the first (third
         approach). Combined with a count or a fraction, the stricter rule wins.
+    keep_zero : bool
+        With a count: keep exactly that many components even when some have a zero eigenvalue
+        (they become zero columns, as scikit-learn's ``remove_zero_eig=False``); otherwise
+        components without a positive eigenvalue are dropped.
 
     Examples
     --------
@@ -37,12 +46,17 @@ class ComponentRule:
     count: int | None = None
     fraction: float | None = None
     min_relative: float | None = None
+    keep_zero: bool = False
 
     @classmethod
-    def from_params(cls, n_components: float | None, min_relative: float | None) -> ComponentRule:
+    def from_params(
+        cls, n_components: float | None, min_relative: float | None,
+        remove_zero_eig: bool = True,
+    ) -> ComponentRule:
         """Build from an estimator's ``n_components`` (int or fraction) and threshold."""
         if isinstance(n_components, numbers.Integral):
-            return cls(count=int(n_components), min_relative=min_relative)
+            return cls(count=int(n_components), min_relative=min_relative,
+                       keep_zero=not remove_zero_eig and min_relative is None)
         return cls(fraction=n_components, min_relative=min_relative)
 
     @property
@@ -68,24 +82,90 @@ class ComponentRule:
         return m < len(eigenvalues)
 
 
-def positive_part(eigenvalues: np.ndarray, requested: int, owner: str) -> int:
+#: Eigenvalues below this fraction of the first are zero (rounding of a rank-deficient kernel).
+ZERO_RATIO = 1e-12
+
+#: The same for products with float32 kernel tiles, accurate to about 1e-7 of the first
+#: eigenvalue (see :mod:`dkpca.tiles`): what lies below is rounding noise.
+FLOAT32_ZERO_RATIO = 1e-6
+
+#: A negative eigenvalue below ``-NEGATIVE_RATIO`` times the first is significant: the kernel
+#: matrix is not PSD there (scikit-learn's threshold for float64).
+NEGATIVE_RATIO = 1e-5
+
+
+def positive_part(
+    eigenvalues: np.ndarray, rule: ComponentRule, owner: str, zero_ratio: float = ZERO_RATIO
+) -> int:
     """How many leading eigenvalues are clearly positive; warn when fewer than requested.
 
     Components with zero or negative eigenvalues (rank-deficient or indefinite kernels, such as
-    the sigmoid kernel) carry no variance and cannot be scaled by ``1 / sqrt(λ)``.
+    the sigmoid kernel) carry no variance and cannot be scaled by ``1 / sqrt(λ)``: they are
+    dropped with a warning, or, under ``rule.keep_zero``, kept as zero columns (see
+    :func:`zero_padded`; the width asked for, so only logged). A
+    significantly negative eigenvalue among the requested ones is an error, as in
+    scikit-learn: a count that reaches into an indefinite kernel's negative part. Eigenvalues
+    up to ``zero_ratio`` times the first are zero.
+
+    Examples
+    --------
+    >>> positive_part(np.array([4.0, 1.0, 1e-15]), ComponentRule(count=2), "Demo")
+    2
     """
     scale = max(float(eigenvalues[0]), 0.0) if len(eigenvalues) else 0.0
-    keep = int(np.count_nonzero(eigenvalues > scale * 1e-12)) if scale > 0 else 0
-    if keep == 0:
+    keep = int(np.count_nonzero(eigenvalues > scale * zero_ratio)) if scale > 0 else 0
+    requested = rule.count if rule.keep_zero else len(eigenvalues) if rule.count else 0
+    if rule.keep_zero and len(eigenvalues) and eigenvalues[-1] < -NEGATIVE_RATIO * scale:
         raise ValueError(
-            f"{owner}: the centred kernel matrix has no positive eigenvalue; the data may be "
-            f"constant or the kernel parameters degenerate."
+            f"{owner}: There are significant negative eigenvalues ({eigenvalues[-1]:.3g} "
+            f"against {scale:.3g}) among the {len(eigenvalues)} requested components: the "
+            f"kernel matrix is not positive semi-definite there. Ask for fewer components or "
+            f"use a positive semi-definite kernel."
         )
-    if keep < requested:
+    if keep == 0 and not rule.keep_zero:
+        warnings.warn(
+            f"{owner}: the centred kernel matrix has no positive eigenvalue (constant data or "
+            f"degenerate kernel parameters); the model has no components.",
+            UserWarning,
+            stacklevel=_outside_dkpca(),
+        )
+    elif keep < requested and rule.keep_zero:  # the width asked for, eigenvalues_ shows 0
+        logger.info("%s: only %d of the %d requested components have a positive eigenvalue; "
+                    "the other %d are zero columns", owner, keep, requested, requested - keep)
+    elif keep < requested:
         warnings.warn(
             f"{owner}: only {keep} of the {requested} requested components have a positive "
-            f"eigenvalue; keeping {keep}.",
+            f"eigenvalue; keeping {keep} (remove_zero_eig=True).",
             UserWarning,
-            stacklevel=5,  # the user's fit(), through the solver and basis_from_eigenpairs
+            stacklevel=_outside_dkpca(),
         )
     return keep
+
+
+def _outside_dkpca() -> int:
+    """The ``stacklevel`` of the first caller outside dkpca, seen from the caller's frame.
+
+    The solvers reach :func:`positive_part` through paths of different depths; a warning
+    should point at the user's ``fit``.
+    """
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def zero_padded(values: np.ndarray, coef: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pad eigenvalues with zeros and coefficients with zero columns up to ``width``.
+
+    Examples
+    --------
+    >>> values, coef = zero_padded(np.array([2.0]), np.ones((3, 1)), 2)
+    >>> values.tolist(), coef[:, 1].tolist()
+    ([2.0, 0.0], [0.0, 0.0, 0.0])
+    """
+    missing = width - len(values)
+    if missing <= 0:
+        return values, coef
+    return (np.concatenate([values, np.zeros(missing)]),
+            np.hstack([coef, np.zeros((coef.shape[0], missing), dtype=coef.dtype)]))

@@ -11,6 +11,7 @@ import logging
 
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from dkpca.blocked import compute, kernel_diagonal, kernel_matrix, worker_block_bytes
 from dkpca.kernels import Kernel
@@ -100,8 +101,8 @@ def select_landmarks(
 ) -> np.ndarray:
     """Choose ``n_landmarks`` landmarks among (or, for k-means, from) the rows of ``X``.
 
-    Returns an ``(n_landmarks, d)`` numpy array: distinct sampled rows in index order, or the
-    k-means centroids of a uniform subsample.
+    Returns an ``(n_landmarks, d)`` numpy array (a CSR matrix for sparse data): distinct
+    sampled rows in index order, or the k-means centroids of a uniform subsample.
 
     Examples
     --------
@@ -125,4 +126,4 @@ def select_landmarks(
     index = np.sort(rng.choice(n, size=n_landmarks, replace=False, p=p))
     (landmarks,) = compute(X[index])
     logger.info("%d landmarks by %s sampling", n_landmarks, sampling)
-    return np.asarray(landmarks)
+    return landmarks if scipy.sparse.issparse(landmarks) else np.asarray(landmarks)

@@ -13,7 +13,7 @@ from dkpca.linalg import top_eigh
 
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
-from ._components import ComponentRule
+from ._components import FLOAT32_ZERO_RATIO, ZERO_RATIO, ComponentRule
 
 __all__ = ["fit_exact"]
 
@@ -73,6 +73,7 @@ def fit_exact(
     total = float(np.trace(K, dtype=np.float64))
     k = None if rule.needs_full_spectrum else rule.count
     logger.info("exact eigendecomposition of a %d x %d kernel", *K.shape)
+    zero_ratio = FLOAT32_ZERO_RATIO if K.dtype == np.float32 else ZERO_RATIO
     eigenvalues, eigenvectors = top_eigh(K, k, overwrite=True)
     del K
     return basis_from_eigenpairs(
@@ -85,4 +86,5 @@ def fit_exact(
         rule,
         block_bytes,
         "KernelPCA",
+        zero_ratio,
     )

@@ -32,6 +32,7 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 from dkpca.blocked import compute, tree_reduce
 from dkpca.kernels import Kernel
@@ -83,7 +84,7 @@ class IncompleteCholesky:
     def rows(self, X: np.ndarray) -> np.ndarray:
         """``G``'s rows for the points ``X``: ``(L⁻¹ k(P, X))ᵀ``, in float64."""
         if self.rank == 0:
-            return np.zeros((len(X), 0))
+            return np.zeros((X.shape[0], 0))
         K = self.kernel.pairwise(self.pivots, X).astype(np.float64)
         return scipy.linalg.solve_triangular(self.factor, K, lower=True, check_finite=False).T
 
@@ -110,6 +111,8 @@ def _pool_of_block(block: np.ndarray, start: int, factor: IncompleteCholesky,
     np.maximum(residual, 0.0, out=residual)
     top = np.argsort(-residual, kind="stable")[:size]
     rows = block[top]  # a copy: views would keep every chunk alive through the reduction
+    if scipy.sparse.issparse(rows):  # candidate pivots: a few rows, dense
+        rows = rows.toarray()
     return float(residual.sum()), [(float(residual[i]), -(start + i), row)
                                    for i, row in zip(top, rows, strict=True)]
 

@@ -20,13 +20,14 @@ import logging
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from dkpca.blocked import compute, kernel_diagonal, tree_sum, worker_block_bytes
 from dkpca.kernels import Kernel
 from dkpca.linalg import crossproduct, flip_signs, top_eigh
 
 from ._basis import KernelBasis
-from ._components import ComponentRule, positive_part
+from ._components import ComponentRule, positive_part, zero_padded
 
 __all__ = ["fit_nystrom", "inverse_sqrt"]
 
@@ -134,7 +135,9 @@ def fit_nystrom(
     ((10, 2), 50)
     """
     n, m = X.shape[0], landmarks.shape[0]
-    landmarks = np.asarray(landmarks, dtype=X.dtype)
+    # Sparse landmarks (rows of sparse data) stay sparse: the kernels multiply sparse blocks.
+    landmarks = (landmarks.astype(X.dtype) if scipy.sparse.issparse(landmarks)
+                 else np.asarray(landmarks, dtype=X.dtype))
     K_LL = kernel.pairwise(landmarks).astype(np.float64)
     if method == "extension":
         (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
@@ -162,18 +165,18 @@ def fit_nystrom(
     # approximation's |mean φ|²: explained_variance_ratio_ shares are of the real variance.
     total_variance = float(diagonal_sum) - n * float(mean @ mean)
     count = rule.select(eigenvalues, total_variance)
-    count = min(
-        count,
-        positive_part(eigenvalues[:count], count if rule.count is not None else 0, "KernelPCA"),
+    keep = positive_part(eigenvalues[:count], rule, "KernelPCA")
+    # A rank-deficient K_LL leaves fewer features than the count asked for: zero columns too.
+    values, U = zero_padded(
+        eigenvalues[:keep], flip_signs(U[:, :keep]), rule.count if rule.keep_zero else keep
     )
-    U = flip_signs(U[:, :count])
-    logger.info("Nyström: %d landmarks (rank %d), %d components", m, R.shape[1], count)
+    logger.info("Nyström: %d landmarks (rank %d), %d components", m, R.shape[1], len(values))
     return KernelBasis(
         kernel=kernel,
         basis=landmarks,
         coef=R @ U,
         offset=mean @ U,
-        eigenvalues=eigenvalues[:count],
+        eigenvalues=values,
         n_samples=n,
         total_variance=total_variance,
         block_bytes=block_bytes,
@@ -200,19 +203,18 @@ def _fit_extension(
     eigenvalues = values * n / m  # eq. (62)
     total_variance = diagonal_sum - n * float(row_means.mean())
     count = rule.select(eigenvalues, total_variance)
-    count = min(
-        count,
-        positive_part(eigenvalues[:count], count if rule.count is not None else 0, "KernelPCA"),
-    )
-    vectors = flip_signs(vectors[:, :count])
+    keep = positive_part(eigenvalues[:count], rule, "KernelPCA")
+    vectors = flip_signs(vectors[:, :keep])
     # Scores of x: k_c(x, L) u / sqrt(λ_L) (the landmarks' kernel PCA), centred on L.
-    coef = (vectors - vectors.mean(axis=0)) / np.sqrt(values[:count])
+    kept, coef = zero_padded(eigenvalues[:keep],
+                             (vectors - vectors.mean(axis=0)) / np.sqrt(values[:keep]),
+                             rule.count if rule.keep_zero else keep)
     return KernelBasis(
         kernel=kernel,
         basis=landmarks,
         coef=coef,
         offset=row_means @ coef,
-        eigenvalues=eigenvalues[:count],
+        eigenvalues=kept,
         n_samples=n,
         total_variance=total_variance,
         block_bytes=block_bytes,

@@ -21,7 +21,7 @@ from dkpca.tiles import (
 
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
-from ._components import ComponentRule
+from ._components import FLOAT32_ZERO_RATIO, ZERO_RATIO, ComponentRule
 
 __all__ = ["fit_randomized"]
 
@@ -214,5 +214,6 @@ def fit_randomized(
         rule,
         block_bytes,
         "KernelPCA",
+        FLOAT32_ZERO_RATIO if dtype == np.float32 else ZERO_RATIO,
     )
     return basis, vectors, result

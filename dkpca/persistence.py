@@ -1,5 +1,11 @@
 """Fitted models as Zarr groups: arrays in Zarr, everything else as JSON attributes, no pickle.
 
+:func:`save` and :func:`load` (``dkpca.save``/``dkpca.load``) sit above the estimators they
+restore: this module imports :mod:`dkpca.decomposition`, :mod:`dkpca.linear`,
+:mod:`dkpca.solvers` and :mod:`dkpca.kernels`, and nothing below it (:mod:`dkpca.io` above all)
+imports it. ``import dkpca`` loads it on first use of ``dkpca.save``/``dkpca.load``, as it
+does the estimators (they import scikit-learn).
+
 Layout of a saved model::
 
     model.zarr/                  attrs["dkpca"] = {format, format_version, dkpca_version,
@@ -7,11 +13,32 @@ Layout of a saved model::
       eigenvalues_               one array per array attribute
       basis_/                    a group per structured attribute (the KernelBasis)
         basis, coef, offset, ...
+        basis/                   a scipy.sparse basis: a group of its CSR parts
+          data, indices, indptr
 
 ``attributes`` maps each fitted attribute to its encoding: ``{"value": <JSON>}``,
-``{"array": <name>}``, ``{"kernel": <kernel config>}`` or ``{"dataclass": <type>, "group":
-<name>, "fields": {...}}``. Anything else is refused at save time, so a saved model never holds
-code.
+``{"array": <name>}``, ``{"sparse": <group>, "format": "csr", "shape": [m, d]}``,
+``{"kernel": <kernel config>}`` or ``{"dataclass": <type>, "group": <name>, "fields": {...}}``.
+Anything else is refused before anything is written, so a saved model never holds code, and a
+model that cannot be saved leaves no trace at the destination.
+
+Format versions
+---------------
+``FORMAT_VERSION`` is bumped only when an older dkpca could not read a new file that any
+model writes. 1: the first layout. 2: ``KernelBasis.mean_coef`` (the feature-space mean, for
+pre-images). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
+not bump it: models with dense arrays are written exactly as before, and only a model with a
+sparse basis uses the new encoding, which a dkpca that predates it refuses with "unknown
+attribute encoding".
+
+Examples
+--------
+>>> import numpy as np, dkpca
+>>> X = np.random.default_rng(0).normal(size=(20, 3))
+>>> dkpca.save(dkpca.KernelPCA(2).fit(X), "memory://doc/layout.zarr", overwrite=True)
+>>> import zarr
+>>> sorted(zarr.open_group("memory://doc/layout.zarr", mode="r").attrs["dkpca"])
+['attributes', 'dkpca_version', 'estimator', 'format', 'format_version', 'params']
 """
 
 from __future__ import annotations
@@ -25,11 +52,18 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+import scipy.sparse
 import zarr
 from dask.utils import parse_bytes
 
-from dkpca.io._location import Location
-from dkpca.io._zarr import atomic_group, store_array
+from dkpca._validation import check_is_fitted
+from dkpca._version import __version__
+from dkpca.blocked import compute
+from dkpca.decomposition import KernelPCA
+from dkpca.io import Location, atomic_group, store_array
+from dkpca.kernels import Kernel, kernel_from_config
+from dkpca.linear import PCA
+from dkpca.solvers import KernelBasis
 
 __all__ = ["FORMAT_VERSION", "load", "save"]
 
@@ -40,18 +74,12 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 2
 _FORMAT = "dkpca.model"
 
+#: The estimators and the fitted-state dataclasses that a saved model may name.
+_ESTIMATORS: dict[str, type] = {"KernelPCA": KernelPCA, "PCA": PCA}
+_DATACLASSES: dict[str, type] = {"KernelBasis": KernelBasis}
 
-def _estimators() -> dict[str, type]:
-    from dkpca.decomposition import KernelPCA
-    from dkpca.linear import PCA
-
-    return {"KernelPCA": KernelPCA, "PCA": PCA}
-
-
-def _dataclasses() -> dict[str, type]:
-    from dkpca.solvers import KernelBasis
-
-    return {"KernelBasis": KernelBasis}
+#: The CSR parts of a sparse matrix, each saved as an array of the sparse group.
+_CSR_PARTS = ("data", "indices", "indptr")
 
 
 def _json_value(value: Any) -> Any:
@@ -67,26 +95,66 @@ def _json_value(value: Any) -> Any:
     return None
 
 
+def _is_sparse(value: Any) -> bool:
+    """Whether ``value`` is a ``scipy.sparse`` matrix, or a dask array of them."""
+    return scipy.sparse.issparse(value) or (
+        isinstance(value, da.Array) and scipy.sparse.issparse(getattr(value, "_meta", None))
+    )
+
+
+def _kernel_config(kernel: Kernel, owner: str) -> dict[str, Any]:
+    """``kernel``'s JSON config, checked to rebuild the kernel; a clear error when it cannot."""
+    try:
+        config = kernel.get_config()
+        kernel_from_config(config)
+    except ValueError as err:
+        raise ValueError(
+            f"save: cannot save {owner}={kernel!r}: {err}. dkpca saves a kernel as its name "
+            f"and JSON parameters (never pickle); use a named kernel (such as 'rbf') or a "
+            f"Kernel subclass registered with dkpca.kernels.register_kernel."
+        ) from err
+    return config
+
+
+def _subgroup(root: zarr.Group, path: str) -> zarr.Group:
+    """Return the group at ``path`` ("" for ``root``, "a/b" nested), created when missing."""
+    group = root
+    for part in filter(None, path.split("/")):
+        group = group.require_group(part)
+    return group
+
+
 class _Writer:
-    """Encode attributes into a group, collecting the lazy stores of dask arrays."""
+    """Encode attributes as JSON, noting what to write; nothing is written until :meth:`write`.
+
+    Encoding first and writing afterwards means that every refusal (an attribute without a
+    JSON form, a kernel without a config) comes before the first byte is written.
+    """
 
     def __init__(self) -> None:
-        self.pending: list[da.Array] = []
+        self.groups: list[str] = []
+        self.arrays: list[tuple[str, str, np.ndarray | da.Array]] = []
+        self.sparse: list[tuple[str, Any, dict[str, Any]]] = []
 
-    def encode(self, value: Any, group: zarr.Group, key: str, owner: str) -> dict[str, Any]:
-        from dkpca.kernels import Kernel
-
+    def encode(self, value: Any, path: str, key: str, owner: str) -> dict[str, Any]:
+        """Return the JSON encoding of ``value``, noting it for ``key`` in the group ``path``."""
+        where = f"{path}/{key}" if path else key
         if isinstance(value, Kernel):
-            return {"kernel": value.get_config()}
+            return {"kernel": _kernel_config(value, owner)}
+        if _is_sparse(value):
+            self.groups.append(where)
+            encoded = {"sparse": key, "format": "csr", "shape": None}  # shape: once computed
+            self.sparse.append((where, value, encoded))
+            return encoded
         if isinstance(value, np.ndarray | da.Array):
-            lazy = store_array(group, key, value)
-            if lazy is not None:
-                self.pending.append(lazy)
+            self.arrays.append((path, key, value))
             return {"array": key}
-        if dataclasses.is_dataclass(value) and type(value).__name__ in _dataclasses():
-            sub = group.create_group(key)
+        if dataclasses.is_dataclass(value) and _DATACLASSES.get(type(value).__name__) is type(
+            value
+        ):
+            self.groups.append(where)
             fields = {
-                f.name: self.encode(getattr(value, f.name), sub, f.name, f"{owner}.{f.name}")
+                f.name: self.encode(getattr(value, f.name), where, f.name, f"{owner}.{f.name}")
                 for f in dataclasses.fields(value)
             }
             return {"dataclass": type(value).__name__, "group": key, "fields": fields}
@@ -98,14 +166,33 @@ class _Writer:
             )
         return {"value": encoded}
 
+    def write(self, root: zarr.Group) -> None:
+        """Write the noted groups and arrays under ``root``, dask ones in one pass."""
+        for path in self.groups:
+            _subgroup(root, path)
+        pending = []
+        for path, key, value in self.arrays:
+            lazy = store_array(_subgroup(root, path), key, value)
+            if lazy is not None:
+                pending.append(lazy)
+        lazy_sparse = [value for _, value, _ in self.sparse if isinstance(value, da.Array)]
+        results = compute(*pending, *lazy_sparse) if pending or lazy_sparse else ()
+        computed = iter(results[len(pending):])  # the sparse matrices, in order
+        for path, value, encoded in self.sparse:
+            matrix = scipy.sparse.csr_matrix(
+                next(computed) if isinstance(value, da.Array) else value
+            )
+            group = _subgroup(root, path)
+            for part in _CSR_PARTS:
+                group.create_array(part, data=getattr(matrix, part))
+            encoded["shape"] = [int(n) for n in matrix.shape]
+
 
 def _encode_params(model: Any) -> dict[str, Any]:
-    from dkpca.kernels import Kernel
-
     params: dict[str, Any] = {}
     for name, value in model.get_params(deep=False).items():
         if isinstance(value, Kernel):
-            params[name] = {"kernel": value.get_config()}
+            params[name] = {"kernel": _kernel_config(value, name)}
         elif (encoded := _json_value(value)) is not None or value is None:
             params[name] = {"value": encoded}
         else:  # a numpy Generator as random_state: the fitted state does not need it
@@ -115,7 +202,7 @@ def _encode_params(model: Any) -> dict[str, Any]:
 
 
 def save(
-    model: Any,
+    model: KernelPCA | PCA,
     path: str | os.PathLike,
     *,
     overwrite: bool = False,
@@ -142,15 +229,25 @@ def save(
         ``path`` exists and ``overwrite`` is false.
     TypeError
         An estimator (or fitted attribute) that dkpca cannot save without pickle.
+    ValueError
+        A kernel that has no JSON configuration (a Python callable, an unregistered
+        :class:`~dkpca.kernels.Kernel` subclass): use a named or registered kernel.
+
+    See Also
+    --------
+    load : Read the model back.
 
     Notes
     -----
     Lazy fitted attributes, such as the Nyström solver's ``eigenvectors_`` after fitting on a
     dask array, are views of the training data and are not saved (the loaded model lacks
     them; ``transform`` of the training data gives the scores). The model appears at ``path``
-    only when it is complete: it is written beside it and renamed
-    into place, and a failure leaves ``path`` as it was. Large arrays (the training data that an
-    exact or randomized kernel PCA keeps as its basis) are streamed chunk by chunk.
+    only when it is complete: it is written beside it and renamed into place, and a failure
+    leaves ``path`` as it was; a model that cannot be saved (see Raises) is refused before
+    anything is written. Large arrays (the training data that an exact or randomized kernel
+    PCA keeps as its basis) are streamed chunk by chunk. A ``scipy.sparse`` basis (sparse
+    training data) is saved as its CSR parts; a dask array of sparse chunks is computed first,
+    so it must fit in memory.
 
     Examples
     --------
@@ -162,13 +259,10 @@ def save(
     >>> bool(np.array_equal(again.transform(X), kp.transform(X)))
     True
     """
-    from dkpca import __version__
-    from dkpca._validation import check_is_fitted
-    from dkpca.blocked import compute
-
     name = type(model).__name__
-    if _estimators().get(name) is not type(model):
-        raise TypeError(f"save: {name} is not a dkpca estimator (known: {sorted(_estimators())})")
+    if _ESTIMATORS.get(name) is not type(model):
+        raise TypeError(f"save: {name} is not a dkpca estimator (known: {sorted(_ESTIMATORS)})")
+    check_is_fitted(model, "n_features_in_")
     params = model.get_params(deep=False)
     state = {k: v for k, v in vars(model).items() if k not in params}
     # A lazy fitted attribute (Nyström's eigenvectors of lazy training data, n x k) is a view
@@ -179,20 +273,19 @@ def save(
     if lazy:
         logger.info("save: not saving the lazy attributes %s (views of the training data)", lazy)
         state = {k: v for k, v in state.items() if k not in lazy}
-    check_is_fitted(model, "n_features_in_")
     writer = _Writer()
+    attributes = {key: writer.encode(value, "", key, key) for key, value in state.items()}
+    meta = {
+        "format": _FORMAT,
+        "format_version": FORMAT_VERSION,
+        "dkpca_version": __version__,
+        "estimator": name,
+        "params": _encode_params(model),
+        "attributes": attributes,
+    }
     with atomic_group(path, overwrite=overwrite, storage_options=storage_options) as group:
-        attributes = {key: writer.encode(value, group, key, key) for key, value in state.items()}
-        if writer.pending:
-            compute(*writer.pending)
-        group.attrs["dkpca"] = {
-            "format": _FORMAT,
-            "format_version": FORMAT_VERSION,
-            "dkpca_version": __version__,
-            "estimator": name,
-            "params": _encode_params(model),
-            "attributes": attributes,
-        }
+        writer.write(group)
+        group.attrs["dkpca"] = meta  # after write(): it fills in the sparse shapes
     logger.info("saved %s to %s", name, path)
 
 
@@ -201,22 +294,27 @@ class _Reader:
         self.in_memory_bytes = in_memory_bytes
 
     def decode(self, encoded: Mapping[str, Any], group: zarr.Group) -> Any:
-        from dkpca.kernels import kernel_from_config
-
+        """Return the value that :meth:`_Writer.encode` encoded as ``encoded`` in ``group``."""
         if "value" in encoded:
             return encoded["value"]
         if "kernel" in encoded:
             return kernel_from_config(encoded["kernel"])
+        if "sparse" in encoded:
+            if encoded.get("format") != "csr":
+                raise ValueError(f"unknown sparse format {encoded.get('format')!r}")
+            sub = group[encoded["sparse"]]
+            parts = tuple(sub[part][...] for part in _CSR_PARTS)
+            return scipy.sparse.csr_matrix(parts, shape=tuple(encoded["shape"]))
         if "array" in encoded:
             array = group[encoded["array"]]
             if array.nbytes <= self.in_memory_bytes:
                 return array[...]
             return da.from_zarr(array, chunks=(array.chunks[0], *array.shape[1:]))
         if "dataclass" in encoded:
-            cls = _dataclasses()[encoded["dataclass"]]
+            cls = _DATACLASSES[encoded["dataclass"]]
             sub = group[encoded["group"]]
             fields = {k: self.decode(v, sub) for k, v in encoded["fields"].items()}
-            if (cls.__name__ == "KernelBasis" and "mean_coef" not in fields
+            if (cls is KernelBasis and "mean_coef" not in fields
                     and fields["basis"].shape[0] != fields["n_samples"]):
                 # Format 1 did not record a landmark basis's feature-space mean: mark it
                 # unknown, so that pre-images refuse instead of assuming a uniform mean.
@@ -230,7 +328,7 @@ def load(
     *,
     in_memory: int | str = "256MiB",
     storage_options: Mapping[str, Any] | None = None,
-) -> Any:
+) -> KernelPCA | PCA:
     """Load an estimator saved by :func:`save`.
 
     Parameters
@@ -240,7 +338,7 @@ def load(
     in_memory : int or str, default="256MiB"
         Arrays up to this size are read into memory; larger ones (a large training set kept as
         the kernel basis) stay lazy dask arrays reading the store, which must then stay in place
-        while the model is used.
+        while the model is used. A sparse basis is always read into memory.
     storage_options : mapping, optional
         Options of a URL's fsspec file system.
 
@@ -255,6 +353,10 @@ def load(
         Nothing at ``path``.
     ValueError
         Not a dkpca model, or one written by a newer dkpca.
+
+    See Also
+    --------
+    save : Write a fitted model.
 
     Examples
     --------
@@ -280,12 +382,11 @@ def load(
             f"{meta['format_version']}; this dkpca reads format {FORMAT_VERSION} and older. "
             f"Upgrade dkpca to load it."
         )
-    estimators = _estimators()
-    if meta["estimator"] not in estimators:
+    if meta["estimator"] not in _ESTIMATORS:
         raise ValueError(f"{location} holds an unknown estimator {meta['estimator']!r}")
     reader = _Reader(parse_bytes(in_memory) if isinstance(in_memory, str) else int(in_memory))
     params = {name: reader.decode(value, group) for name, value in meta["params"].items()}
-    model = estimators[meta["estimator"]]()
+    model = _ESTIMATORS[meta["estimator"]]()
     model.set_params(**params)
     for key, encoded in meta["attributes"].items():
         setattr(model, key, reader.decode(encoded, group))
