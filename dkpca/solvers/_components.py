@@ -143,7 +143,7 @@ def positive_part(
 
 
 def _outside_dkpca() -> int:
-    """The ``stacklevel`` of the first caller outside dkpca, seen from the caller's frame.
+    """Return the ``stacklevel`` of the first caller outside dkpca, seen from the caller.
 
     The solvers reach :func:`positive_part` through paths of different depths; a warning
     should point at the user's ``fit``.
