@@ -109,8 +109,8 @@ def positive_part(
 
     Examples
     --------
-    >>> positive_part(np.array([4.0, 1.0, 1e-15]), ComponentRule(count=2), "Demo")
-    2
+    >>> positive_part(np.array([4.0, 1e-15]), ComponentRule(count=2, keep_zero=True), "Demo")
+    1
     """
     scale = max(float(eigenvalues[0]), 0.0) if len(eigenvalues) else 0.0
     keep = int(np.count_nonzero(eigenvalues > scale * zero_ratio)) if scale > 0 else 0
