@@ -17,6 +17,7 @@ from sklearn.metrics.pairwise import (
 )
 
 import dkpca.kernels
+import dkpca.kernels._base
 from dkpca.kernels import (
     RBF,
     AdditiveChi2,
@@ -287,7 +288,7 @@ def test_chunked_kernels_cross_chunk_boundaries(monkeypatch, histograms):
     X, Y = histograms
     Xs = sp.csr_matrix(X)
     for budget in (1, 100, 1000):
-        monkeypatch.setattr(dkpca.kernels, "_TEMP_BYTES", budget)
+        monkeypatch.setattr(dkpca.kernels._base, "_TEMP_BYTES", budget)
         np.testing.assert_allclose(AdditiveChi2().pairwise(X, Y), additive_chi2_kernel(X, Y),
                                    rtol=0, atol=1e-10)
         np.testing.assert_allclose(AdditiveChi2().pairwise(Xs, Y), additive_chi2_kernel(X, Y),

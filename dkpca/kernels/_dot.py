@@ -1,0 +1,273 @@
+"""Kernels of inner products: one GEMM on augmented operands and one elementwise pass."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._base import (
+    Block,
+    Kernel,
+    _affine_product,
+    _as_blocks,
+    _check_positive,
+    _check_real,
+    _exp_with_offset,
+    _product,
+    _resolve_gamma,
+    _squared_norms,
+    register_kernel,
+)
+
+
+@register_kernel
+class RBF(Kernel):
+    """Gaussian (radial basis function) kernel ``exp(-gamma ||x - y||²)``.
+
+    Parameters
+    ----------
+    gamma : float, optional
+        Inverse length scale. ``None`` resolves to ``1 / n_features`` at fit time.
+    sigma2 : float, optional
+        Alternative parameterisation ``exp(-||x - y||² / (2 sigma2))`` (MDD paper).
+    c : float, optional
+        Alternative parameterisation ``exp(-||x - y||² / c)`` (LOO paper).
+
+    Notes
+    -----
+    Squared distances come from the GEMM expansion ``||x||² - 2<x, y> + ||y||²``. In float32
+    this loses precision when the norms are large compared with the distances; centre the
+    data first in that case (the kernel is translation invariant).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = RBF(sigma2=2.0)
+    >>> k.gamma
+    0.25
+    >>> k.pairwise(np.zeros((1, 2)), np.ones((1, 2))).round(4)
+    array([[0.6065]])
+    """
+
+    name = "rbf"
+    aliases = ("gaussian",)
+    _params = ("gamma",)
+
+    positive_semidefinite = True
+    translation_invariant = True
+
+    def __init__(
+        self, gamma: float | None = None, *, sigma2: float | None = None, c: float | None = None
+    ) -> None:
+        given = [p for p, v in (("gamma", gamma), ("sigma2", sigma2), ("c", c)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"RBF: give at most one of gamma, sigma2 and c, got {given}")
+        for name, value in (("gamma", gamma), ("sigma2", sigma2), ("c", c)):
+            _check_positive(name, value, "RBF")
+        if sigma2 is not None:
+            gamma = 1.0 / (2.0 * sigma2)
+        elif c is not None:
+            gamma = 1.0 / c
+        self.gamma = None if gamma is None else float(gamma)
+
+    @property
+    def sigma2(self) -> float | None:
+        """The width in ``exp(-r² / (2 sigma2))``."""
+        return None if self.gamma is None else 1.0 / (2.0 * self.gamma)
+
+    @property
+    def c(self) -> float | None:
+        """The scale in ``exp(-r² / c)``."""
+        return None if self.gamma is None else 1.0 / self.gamma
+
+    def with_defaults(self, n_features: int) -> RBF:
+        return RBF(gamma=_resolve_gamma(self.gamma, n_features))
+
+    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
+        K = self._exponent(X, Y)
+        return np.exp(K, out=K)
+
+    def _exponent(self, X: Block, Y: Block | None) -> np.ndarray:
+        X, Y = _as_blocks(X, Y)
+        g = _resolve_gamma(self.gamma, X.shape[1])
+        # -g (|x|² - 2<x,y> + |y|²) as one product; distances are >= 0 up to rounding, so the
+        # exponent is at most a few ulps above 0 and no clipping pass is needed.
+        return _affine_product(
+            X, Y, 2.0 * g, [-g * _squared_norms(X), 1.0], [1.0, -g * _squared_norms(Y)]
+        )
+
+    def pairwise_offset(
+        self, X: Block, Y: Block | None = None
+    ) -> tuple[np.ndarray, float]:
+        return _exp_with_offset(self._exponent(X, Y))
+
+    def diag(self, X: Block) -> np.ndarray:
+        X, _ = _as_blocks(X, None)
+        return np.ones(X.shape[0], dtype=X.dtype)
+
+
+@register_kernel
+class Polynomial(Kernel):
+    """Polynomial kernel ``(gamma <x, y> + coef0) ** degree``.
+
+    Parameters
+    ----------
+    degree : int, default=3
+    gamma : float, optional
+        ``None`` resolves to ``1 / n_features`` at fit time.
+    coef0 : float, default=1.0
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Polynomial(degree=2, gamma=1.0, coef0=1.0).pairwise(np.ones((1, 2)))
+    array([[9.]])
+    """
+
+    name = "polynomial"
+    aliases = ("poly",)
+    _params = ("degree", "gamma", "coef0")
+
+    def __init__(self, degree: int = 3, gamma: float | None = None, coef0: float = 1.0) -> None:
+        if isinstance(degree, bool) or not isinstance(degree, numbers.Integral) or degree < 1:
+            raise ValueError(f"Polynomial: degree must be an int >= 1, got {degree!r}")
+        _check_positive("gamma", gamma, "Polynomial")
+        _check_real("coef0", coef0, "Polynomial")
+        self.degree = int(degree)
+        self.gamma = None if gamma is None else float(gamma)
+        self.coef0 = float(coef0)
+
+    @property
+    def positive_semidefinite(self) -> bool:
+        # A polynomial with non-negative coefficients in <x, y>; coef0 < 0 breaks that.
+        return self.coef0 >= 0
+
+    def with_defaults(self, n_features: int) -> Polynomial:
+        return Polynomial(self.degree, _resolve_gamma(self.gamma, n_features), self.coef0)
+
+    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
+        X, Y = _as_blocks(X, Y)
+        g = _resolve_gamma(self.gamma, X.shape[1])
+        K = _affine_product(X, Y, g, [self.coef0], [1.0])
+        with np.errstate(over="ignore"):  # overflow is reported by the solvers' finite check
+            return np.power(K, self.degree, out=K)
+
+    def diag(self, X: Block) -> np.ndarray:
+        X, _ = _as_blocks(X, None)
+        g = _resolve_gamma(self.gamma, X.shape[1])
+        return (g * _squared_norms(X) + self.coef0) ** self.degree
+
+
+@register_kernel
+class Sigmoid(Kernel):
+    """Sigmoid (hyperbolic tangent) kernel ``tanh(gamma <x, y> + coef0)``.
+
+    Not positive semi-definite in general: the centred matrix can have negative eigenvalues,
+    which kernel PCA drops.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Sigmoid(gamma=1.0, coef0=0.0).pairwise(np.zeros((1, 2))).item()
+    0.0
+    """
+
+    name = "sigmoid"
+    _params = ("gamma", "coef0")
+
+    def __init__(self, gamma: float | None = None, coef0: float = 1.0) -> None:
+        _check_positive("gamma", gamma, "Sigmoid")
+        _check_real("coef0", coef0, "Sigmoid")
+        self.gamma = None if gamma is None else float(gamma)
+        self.coef0 = float(coef0)
+
+    def with_defaults(self, n_features: int) -> Sigmoid:
+        return Sigmoid(_resolve_gamma(self.gamma, n_features), self.coef0)
+
+    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
+        X, Y = _as_blocks(X, Y)
+        g = _resolve_gamma(self.gamma, X.shape[1])
+        K = _affine_product(X, Y, g, [self.coef0], [1.0])
+        return np.tanh(K, out=K)
+
+    def diag(self, X: Block) -> np.ndarray:
+        X, _ = _as_blocks(X, None)
+        g = _resolve_gamma(self.gamma, X.shape[1])
+        return np.tanh(g * _squared_norms(X) + self.coef0)
+
+
+@register_kernel
+class Linear(Kernel):
+    """Linear kernel ``<x, y>``; kernel PCA with it equals linear PCA.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Linear().pairwise(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
+    array([[11.]])
+    """
+
+    name = "linear"
+
+    positive_semidefinite = True
+
+    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
+        X, Y = _as_blocks(X, Y)
+        return _affine_product(X, Y, 1.0, [], [])
+
+    def diag(self, X: Block) -> np.ndarray:
+        X, _ = _as_blocks(X, None)
+        return _squared_norms(X)
+
+
+def _inverse_norms(X: Block) -> np.ndarray:
+    """Return ``1 / ||x||`` per row, 0 for zero rows (NaN rows stay NaN)."""
+    norms = np.sqrt(_squared_norms(X))
+    inverse = np.zeros_like(norms)
+    np.divide(1.0, norms, out=inverse, where=norms != 0)
+    return inverse
+
+
+@register_kernel
+class Cosine(Kernel):
+    """Cosine similarity ``<x, y> / (||x|| ||y||)``; a row of zeros gives 0 against anything.
+
+    The linear kernel on rows scaled to unit length, hence positive semi-definite. It has no
+    parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    >>> Cosine().pairwise(X).round(4)
+    array([[1.    , 0.7071, 0.    ],
+           [0.7071, 1.    , 0.    ],
+           [0.    , 0.    , 0.    ]])
+    >>> Cosine().diag(X)
+    array([1., 1., 0.])
+    """
+
+    name = "cosine"
+
+    positive_semidefinite = True
+
+    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
+        X, Y = _as_blocks(X, Y)
+        x_scale, y_scale = _inverse_norms(X), _inverse_norms(Y)
+        if sp.issparse(X) or sp.issparse(Y):
+            K = _product(X, Y)
+            K *= x_scale[:, None]
+            K *= y_scale[None, :]
+            return K
+        # Scaling the operands costs (n + m) d, scaling K would cost 2 n m; the scaled copies
+        # are distinct buffers, so X @ X.T never reaches syrk (see _augmented_product).
+        with np.errstate(invalid="ignore", over="ignore"):
+            return (X * x_scale[:, None]) @ (Y * y_scale[:, None]).T
+
+    def diag(self, X: Block) -> np.ndarray:
+        X, _ = _as_blocks(X, None)
+        squared = _squared_norms(X)
+        out = np.zeros_like(squared)
+        return np.divide(squared, squared, out=out, where=squared != 0)
