@@ -422,7 +422,7 @@ def _write_rows(
     from dkpca.blocked import compute
     from dkpca.io import atomic_group, check_destination, store_array
     from dkpca.io._input import _dimension_names
-    from dkpca.xarray import _description
+    from dkpca.xarray import describe_model as _description
 
     check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
     names = _dimension_names(array)

@@ -172,9 +172,12 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self, X: da.Array, rule: ComponentRule
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         n = X.shape[0]
-        (shift,) = compute(X[0].astype(np.float64))  # the first sample, as a numpy array
+        # Moments around the first sample (accurate for data far from the origin), taken from
+        # inside the graph: one pass, one compute.
+        shift = X[:1].astype(np.float64).to_delayed().ravel()[0]
         parts = [dask.delayed(_shifted_moments)(b, shift) for b in X.to_delayed().ravel()]
-        (moments,) = compute(tree_sum(parts))
+        moments, shift = compute(tree_sum(parts), shift)
+        shift = shift[0]
         _check_finite_statistics(moments)
         mean_shift, cross = moments[0] / n, moments[1:]
         cov = cross - n * np.outer(mean_shift, mean_shift)  # n × covariance, around the mean
@@ -190,7 +193,10 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         width = max(1, parse_size(self.block_size, "block_size", "PCA") // (n * X.dtype.itemsize))
         columns = X.rechunk((-1, min(d, width)))
         parts = [dask.delayed(_dot_matrix)(b) for b in columns.to_delayed().ravel()]
-        G, mean = compute(tree_sum(parts), columns.mean(axis=0, dtype=np.float64))
+        # Data that fits in one block comes along with the Gram matrix: no second pass.
+        small = n * d * X.dtype.itemsize <= parse_size(self.block_size, "block_size", "PCA")
+        G, mean, *held = compute(tree_sum(parts), columns.mean(axis=0, dtype=np.float64),
+                                 *([X] if small else []))
         _check_finite_statistics(G, mean)
         row_means = G.mean(axis=0)
         center_kernel_inplace(G, row_means, float(row_means.mean()))
@@ -202,7 +208,10 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         eigenvalues, dual = eigenvalues[keep], dual[:, keep]
         # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v = Xᵀ v.
         dual = (dual - dual.mean(axis=0)) / np.sqrt(eigenvalues)
-        (vectors,) = compute(columns.T.astype(np.float64) @ da.from_array(dual))
+        if held:
+            vectors = held[0].T.astype(np.float64) @ dual
+        else:
+            (vectors,) = compute(columns.T.astype(np.float64) @ da.from_array(dual))
         return mean, eigenvalues, flip_signs(vectors), total
 
     def transform(self, X: ArrayLike) -> np.ndarray | da.Array:

@@ -1,0 +1,458 @@
+"""Decomposition of fields on a grid: :class:`FieldModel`, an estimator fitted on xarray data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from ._grid import GridLayout, _flat, as_variables, build_layout
+
+if TYPE_CHECKING:  # imported lazily: `import dkpca` (and every dask worker) stays light
+    from dkpca.decomposition import KernelPCA
+    from dkpca.linear import PCA
+
+__all__ = ["MODE", "NAN_POLICIES", "FieldModel", "describe_model"]
+
+#: The dimension of the modes (components), numbered from 1 as in xeofs and eofs.
+MODE = "mode"
+
+#: What to do with NaNs scattered among valid data (see :class:`FieldModel`).
+NAN_POLICIES = ("raise", "drop_samples", "drop_features")
+
+#: At most this many offending coordinates are named in an error.
+_NAMED = 5
+
+
+def describe_model(model: KernelPCA | PCA) -> dict[str, str]:
+    """Attributes for results: JSON strings, so they survive ``to_zarr`` and ``to_netcdf``.
+
+    Examples
+    --------
+    >>> from dkpca import PCA
+    >>> sorted(describe_model(PCA(n_components=2)))
+    ['dkpca_version', 'estimator', 'params']
+    """
+    from dkpca._version import __version__
+    from dkpca.kernels import Kernel
+
+    params = {
+        k: (v.get_config() if isinstance(v, Kernel) else v)
+        for k, v in model.get_params(deep=False).items()
+        if v is None or isinstance(v, bool | int | float | str | Kernel)
+    }
+    attrs = {"dkpca_version": __version__, "estimator": type(model).__name__,
+             "params": json.dumps(params)}
+    if hasattr(model, "kernel_"):
+        attrs["kernel"] = json.dumps(model.kernel_.get_config())
+        attrs["solver"] = model.solver_
+    return attrs
+
+
+def _positions(mask: np.ndarray, shape: tuple[int, ...], dims: Sequence[str],
+               coords: dict[str, Any]) -> str:
+    """Name the first few ``True`` entries of a flat mask by coordinates (``(lat=10.0, ...)``)."""
+    named = []
+    for flat in np.flatnonzero(mask)[:_NAMED]:
+        index = np.unravel_index(flat, shape)
+        parts = []
+        for dim, i in zip(dims, index, strict=True):
+            label = coords[dim].values[i] if dim in coords else i
+            parts.append(f"{dim}={label}")
+        named.append("(" + ", ".join(parts) + ")")
+    more = int(mask.sum()) - len(named)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+class FieldModel:
+    """PCA or kernel PCA of fields on a grid, with land masks, area weights and maps.
+
+    Parameters
+    ----------
+    model : KernelPCA or PCA, optional
+        The estimator, fitted on the fields' sample × grid-point matrix; by default
+        ``KernelPCA()``.
+    sample_dims : str or sequence of str, optional
+        The sample dimension(s), e.g. ``"time"`` or ``("time", "member")``; every other
+        dimension is a feature (grid) dimension. By default the first dimension.
+    weights : {"coslat"}, DataArray, dict or None, default=None
+        Feature weights, applied to the data before the model sees it. ``"coslat"`` is
+        ``sqrt(cos(latitude))`` clipped at 0, the latitude found among the feature
+        dimensions or coordinates by its usual names (``lat``, ``latitude``, ...); a DataArray
+        broadcasts over the feature dimensions; a dict gives one per variable. Grid points of
+        weight 0 are left out (NaN in outputs).
+    standardize : bool, default=False
+        Divide each grid point by its standard deviation over the training samples (NaN
+        ignored) before weighting; constant grid points are left out.
+    nan_policy : {"raise", "drop_samples", "drop_features"}, default="raise"
+        Grid points NaN at every training sample (land) are always left out, and restored as
+        NaN on the grid in every output; samples NaN everywhere are left out of the fit and get
+        NaN scores. NaNs scattered among valid data raise an error naming where they are
+        (``"raise"``), leave their samples out of the fit and give them NaN scores
+        (``"drop_samples"``), or leave their grid points out (``"drop_features"``).
+
+    Attributes
+    ----------
+    model_ : KernelPCA or PCA
+        The fitted estimator.
+    layout_ : GridLayout
+        The sample dimensions, each variable's grid and what the model sees of it.
+    scores_ : xarray.DataArray
+        The training scores over ``(*sample_dims, "mode")``; NaN for samples left out.
+
+    Notes
+    -----
+    Components and scores are those of the weighted (and standardised) data, as in xeofs:
+    the components are orthonormal in that space. ``components(weighted=False)`` divides the
+    weights out again, which gives the patterns in the data's units. Every output on the grid
+    (``components``, ``patterns``, ``inverse_transform``) is in the original layout: a
+    DataArray, or a Dataset with one variable per field, NaN where the model saw nothing. Each
+    mode's sign is fixed: its largest component entry (PCA) or its largest training score
+    (kernel PCA) is positive.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, dkpca
+    >>> rng = np.random.default_rng(0)
+    >>> sst = xr.DataArray(rng.normal(size=(40, 3, 4)), dims=("time", "lat", "lon"),
+    ...                    coords={"lat": [-10.0, 0.0, 10.0]})
+    >>> sst[:, 0, 0] = np.nan  # land
+    >>> eof = FieldModel(dkpca.PCA(n_components=2), "time", weights="coslat").fit(sst)
+    >>> eof.components().dims, bool(np.isnan(eof.components()[:, 0, 0]).all())
+    (('mode', 'lat', 'lon'), True)
+    >>> eof.scores_.dims, eof.explained_variance_ratio().mode.values.tolist()
+    (('time', 'mode'), [1, 2])
+    """
+
+    def __init__(
+        self,
+        model: KernelPCA | PCA | None = None,
+        sample_dims: str | Sequence[str] | None = None,
+        *,
+        weights: str | xr.DataArray | dict | None = None,
+        standardize: bool = False,
+        nan_policy: str = "raise",
+    ) -> None:
+        if nan_policy not in NAN_POLICIES:
+            raise ValueError(f"nan_policy={nan_policy!r}; use one of {NAN_POLICIES}")
+        self.model = model
+        self.sample_dims = sample_dims
+        self.weights = weights
+        self.standardize = standardize
+        self.nan_policy = nan_policy
+
+    # ------------------------------------------------------------------------------ fit
+
+    def _resolve_sample_dims(self, data: Any) -> tuple[str, ...]:
+        _, pairs = as_variables(data)
+        if self.sample_dims is None:
+            return (str(pairs[0][1].dims[0]),)
+        if isinstance(self.sample_dims, str):
+            return (self.sample_dims,)
+        return tuple(self.sample_dims)
+
+    def fit(self, data: Any) -> FieldModel:
+        """Fit on ``data`` (DataArray, Dataset or list of DataArrays). Returns ``self``."""
+        self._fit(data)
+        return self
+
+    def fit_transform(self, data: Any) -> xr.DataArray:
+        """Fit on ``data`` and return the training scores (:attr:`scores_`)."""
+        return self._fit(data)
+
+    def _fit(self, data: Any) -> xr.DataArray:
+        from dkpca.blocked import compute
+        from dkpca.decomposition import KernelPCA
+
+        model = KernelPCA() if self.model is None else self.model
+        sample_dims = self._resolve_sample_dims(data)
+        kind, pairs = as_variables(data)
+        plain = GridLayout(kind, sample_dims)
+        flats, shapes, dims = [], [], []
+        for _, array in pairs:
+            feature_dims = plain.feature_dims(array)
+            flats.append(_flat(array, sample_dims, feature_dims))
+            shapes.append(tuple(array.sizes[d] for d in feature_dims))
+            dims.append(feature_dims)
+        # One pass for every statistic the layout needs (a single compute for dask data).
+        stats = []
+        for M in flats:
+            isnan = (da if isinstance(M, da.Array) else np).isnan(M)
+            stats += [isnan.sum(axis=0), isnan.sum(axis=1)]
+            if self.standardize:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    stats.append((da if isinstance(M, da.Array) else np).nanstd(
+                        M.astype(np.float64), axis=0, ddof=1))
+        if any(isinstance(s, da.Array) for s in stats):
+            stats = list(compute(*stats))
+        per = 3 if self.standardize else 2
+        n_samples = flats[0].shape[0]
+        feature_nans = [np.asarray(stats[i * per]) for i in range(len(flats))]
+        sample_nans = sum(np.asarray(stats[i * per + 1]) for i in range(len(flats)))
+        land = [count == n_samples for count in feature_nans]
+        n_land = sum(int(m.sum()) for m in land)
+        n_points = sum(m.size for m in land)
+        empty_samples = sample_nans == n_points
+        n_empty = int(empty_samples.sum())
+        scattered_samples = ~empty_samples & (sample_nans > n_land)
+        scattered = [~m & (count > n_empty) for m, count in zip(land, feature_nans, strict=True)]
+        template = self._sample_template(pairs[0][1], sample_dims)
+        if any(s.any() for s in scattered) and self.nan_policy == "raise":
+            where = "; ".join(
+                _positions(s, shape, d, dict(array.coords))
+                for s, shape, d, (_, array) in zip(scattered, shapes, dims, pairs, strict=True)
+                if s.any()
+            )
+            raise ValueError(
+                f"the field has NaNs scattered among valid data: at {where}, at samples "
+                f"{_positions(scattered_samples, template.shape, sample_dims, dict(template.coords))}. "
+                f"Pass nan_policy='drop_samples' to leave those samples out (NaN scores) or "
+                f"'drop_features' to leave those grid points out, or fill them first."
+            )
+        masks = [~m for m in land]
+        if self.nan_policy == "drop_features":
+            masks = [m & ~s for m, s in zip(masks, scattered, strict=True)]
+        rows = ~empty_samples
+        if self.nan_policy == "drop_samples":
+            rows &= ~scattered_samples
+        if self.standardize:
+            scales = []
+            for i in range(len(flats)):
+                std = np.asarray(stats[i * per + 2])
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    scales.append(np.where(std > 0, 1.0 / std, np.nan))
+        else:
+            scales = [np.ones(m.size) for m in masks]
+        scales = [np.where(np.isfinite(s), s, 0.0) for s in scales]
+        layout = build_layout(data, sample_dims, self.weights, scales, masks, land)
+        if not layout.kept.any():
+            raise ValueError("no grid point has data at every training sample")
+        self.layout_ = layout
+        full = flats[0] if len(flats) == 1 else (
+            da.concatenate(flats, axis=1) if any(isinstance(f, da.Array) for f in flats)
+            else np.concatenate(flats, axis=1))
+        X = full[:, layout.kept] * layout.scale.astype(full.dtype)
+        training = model.fit_transform(X[rows] if not rows.all() else X)
+        self.model_ = model
+        scores = self._all_rows(training, rows)
+        self.scores_ = self._scores_array(scores, template)
+        return self.scores_
+
+    @staticmethod
+    def _all_rows(scores: Any, rows: np.ndarray) -> Any:
+        """Scores of the rows given, NaN at the others."""
+        if rows.all():
+            return scores
+        if isinstance(scores, da.Array):
+            index = np.cumsum(rows) - 1
+            taken = scores[np.where(rows, index, 0)]
+            return da.where(da.from_array(rows)[:, None], taken, np.nan)
+        out = np.full((rows.size, scores.shape[1]), np.nan)
+        out[rows] = scores
+        return out
+
+    @staticmethod
+    def _sample_template(array: xr.DataArray, sample_dims: tuple[str, ...]) -> xr.DataArray:
+        coords = {n: c for n, c in array.coords.items() if set(c.dims) <= set(sample_dims)}
+        return xr.DataArray(np.empty([array.sizes[d] for d in sample_dims]), dims=sample_dims,
+                            coords=coords)
+
+    def _modes(self, k: int | None = None) -> np.ndarray:
+        k = self.model_.n_components_ if k is None else k
+        return np.arange(1, k + 1)
+
+    def _scores_array(self, scores: Any, template: xr.DataArray) -> xr.DataArray:
+        k = scores.shape[1]
+        shape = (*template.shape, k)
+        if isinstance(scores, da.Array):
+            scores = scores.rechunk({1: -1})
+            if template.ndim > 1:
+                scores = scores.rechunk({0: -1})
+        values = scores.reshape(shape)
+        return xr.DataArray(values, dims=(*template.dims, MODE),
+                            coords={**dict(template.coords), MODE: self._modes(k)},
+                            name="scores", attrs=self._attrs())
+
+    def _attrs(self) -> dict[str, Any]:
+        weights = self.weights if isinstance(self.weights, str | None) else "user"
+        return {**describe_model(self.model_),
+                "sample_dims": json.dumps(list(self.layout_.sample_dims)),
+                "weights": json.dumps(weights), "standardize": int(self.standardize),
+                "nan_policy": self.nan_policy}
+
+    # ------------------------------------------------------------------------ project
+
+    def _check(self) -> None:
+        from dkpca._validation import check_is_fitted
+
+        check_is_fitted(self, "model_")
+
+    def transform(self, data: Any) -> xr.DataArray:
+        """Scores of new fields over ``(*sample_dims, "mode")``; lazy for dask-backed data.
+
+        The new fields must be NaN exactly where the model has no data (land): a value there,
+        or a NaN inside the model's grid points, is an error naming the coordinates, except
+        that samples NaN everywhere (or, under ``nan_policy="drop_samples"``, NaN anywhere)
+        get NaN scores.
+        """
+        self._check()
+        layout = self.layout_
+        full = layout.matrix(data)
+        _, pairs = as_variables(data)
+        template = self._sample_template(pairs[0][1], layout.sample_dims)
+        kept, land = layout.kept, layout.land
+        scale = layout.scale
+        drop = self.nan_policy == "drop_samples"
+        if isinstance(full, da.Array):
+            cleaned = full.rechunk({1: -1}).map_blocks(
+                _clean_block, kept, land, scale, drop, None, dtype=np.float64,
+                chunks=(full.chunks[0], (int(kept.sum()) + 1,)))
+            X, ok = cleaned[:, :-1], cleaned[:, -1] > 0
+            scores = self.model_.transform(X)
+            scores = da.where(ok[:, None], scores, np.nan)
+        else:
+            describe = self._describer(template, pairs)
+            cleaned = _clean_block(full, kept, land, scale, drop, describe)
+            X, ok = cleaned[:, :-1], cleaned[:, -1] > 0
+            scores = np.asarray(self.model_.transform(X), dtype=np.float64)
+            scores[~ok] = np.nan
+        return self._scores_array(scores, template)
+
+    def _describer(self, template: xr.DataArray, pairs: list) -> Callable:
+        """Turn flat row and column masks into coordinates, for error messages."""
+        layout = self.layout_
+
+        def describe(rows: np.ndarray | None, columns: np.ndarray | None) -> str:
+            parts = []
+            if rows is not None:
+                parts.append("samples " + _positions(rows, template.shape, layout.sample_dims,
+                                                     dict(template.coords)))
+            if columns is not None:
+                start = 0
+                for variable, (_, array) in zip(layout.variables, pairs, strict=True):
+                    part = columns[start:start + variable.size]
+                    start += variable.size
+                    if part.any():
+                        parts.append(f"{variable.name or 'grid'} points " + _positions(
+                            part, variable.template.shape, variable.feature_dims,
+                            dict(array.coords)))
+            return "; ".join(parts)
+
+        return describe
+
+    def inverse_transform(self, scores: xr.DataArray) -> Any:
+        """Fields from scores over ``(..., "mode")``: back onto the grid, weights undone.
+
+        NaN where the model has no data, and for scores that are NaN.
+        """
+        self._check()
+        if MODE not in scores.dims:
+            raise ValueError(f"scores need a {MODE!r} dimension, got {scores.dims}")
+        lead = [d for d in scores.dims if d != MODE]
+        ordered = scores.transpose(*lead, MODE)
+        values = ordered.data
+        shape = values.shape[:-1]
+        Z = values.reshape(-1, values.shape[-1]) if values.ndim != 2 else values
+        lazy = isinstance(Z, da.Array)
+        ok = ~(da if lazy else np).isnan(Z).any(axis=1)
+        clean = (da if lazy else np).where(ok[:, None], Z, 0.0)
+        X = self.model_.inverse_transform(clean) / self.layout_.scale
+        X = (da if lazy else np).where(ok[:, None], X, np.nan)
+        X = X.reshape(*shape, X.shape[-1]) if len(shape) != 1 else X
+        leading = {d: ordered.coords.get(d) for d in lead}
+        return self.layout_.on_grid(X, leading, "reconstruction")
+
+    # ------------------------------------------------------------------------ outputs
+
+    def components(self, weighted: bool = True) -> Any:
+        """Return the components as maps over ``("mode", *grid dims)`` (linear PCA only).
+
+        ``weighted=True``: in the weighted space the model saw (orthonormal there, as xeofs);
+        ``False``: with the weights divided out.
+        """
+        self._check()
+        if not hasattr(self.model_, "components_"):
+            raise ValueError(
+                "kernel PCA has no linear components; patterns() gives the pre-images of "
+                "points along each mode (the nonlinear patterns)"
+            )
+        values = self.model_.components_
+        if not weighted:
+            values = values / self.layout_.scale
+        out = self.layout_.on_grid(values, {MODE: self._modes()}, "components")
+        return out.assign_attrs(self._attrs())
+
+    def patterns(self, positions: Sequence[float] = (-2.0, -1.0, 1.0, 2.0)) -> Any:
+        """Fields at points along each mode's axis: the (nonlinear) patterns of the modes.
+
+        For each mode and position ``p``, the pre-image of the point whose score on that mode
+        is ``p`` standard deviations of the training scores, and 0 on the others, in the data's
+        units. For PCA these are ``mean + p σ component``; for kernel PCA they trace the curved
+        path of the mode through the data (the model's pre-image method is used).
+        """
+        self._check()
+        k = self.model_.n_components_
+        positions = np.asarray(positions, dtype=np.float64)
+        std = np.sqrt(self.model_.explained_variance_)
+        Z = np.zeros((k, positions.size, k))
+        Z[np.arange(k), :, np.arange(k)] = positions[None, :] * std[:, None]
+        X = np.asarray(self.model_.inverse_transform(Z.reshape(-1, k))) / self.layout_.scale
+        out = self.layout_.on_grid(X.reshape(k, positions.size, -1),
+                                   {MODE: self._modes(), "position": positions}, "patterns")
+        return out.assign_attrs(self._attrs())
+
+    def explained_variance(self) -> xr.DataArray:
+        """Variance along each mode (the estimator's ``explained_variance_``)."""
+        self._check()
+        return xr.DataArray(self.model_.explained_variance_, dims=MODE,
+                            coords={MODE: self._modes()}, name="explained_variance",
+                            attrs=self._attrs())
+
+    def explained_variance_ratio(self) -> xr.DataArray:
+        """Fraction of the total (weighted) variance along each mode."""
+        self._check()
+        return xr.DataArray(self.model_.explained_variance_ratio_, dims=MODE,
+                            coords={MODE: self._modes()}, name="explained_variance_ratio",
+                            attrs=self._attrs())
+
+
+def _clean_block(block: np.ndarray, kept: np.ndarray, land: np.ndarray, scale: np.ndarray,
+                 drop: bool, describe: Callable | None) -> np.ndarray:
+    """Check one block of new rows; return the scaled kept values and a last column of flags.
+
+    Rows NaN everywhere (or with any NaN under ``drop``) are flagged 0 and zero-filled.
+    """
+    isnan = np.isnan(block)
+    wet = ~isnan[:, land]
+    if wet.any():
+        where = (describe(None, _columns(land, wet.any(axis=0))) if describe else
+                 f"{int(wet.any(axis=0).sum())} grid points")
+        raise ValueError(
+            f"the new field has values where the model has no data (NaN at every training "
+            f"sample, e.g. land): {where}"
+        )
+    gaps = isnan[:, kept]
+    empty = isnan.all(axis=1)
+    partial = gaps.any(axis=1) & ~empty
+    if partial.any() and not drop:
+        where = (describe(partial, _columns(kept, gaps[partial].any(axis=0))) if describe else
+                 f"{int(partial.sum())} samples of this block")
+        raise ValueError(
+            f"the new field is NaN where the model has data: {where}. Fill them, or fit with "
+            f"nan_policy='drop_samples' to give such samples NaN scores."
+        )
+    ok = ~gaps.any(axis=1)
+    values = np.where(ok[:, None], block[:, kept], 0.0) * scale
+    return np.hstack([values, ok[:, None].astype(values.dtype)])
+
+
+def _columns(mask: np.ndarray, hits: np.ndarray) -> np.ndarray:
+    """Turn a mask over the ``mask`` grid points into one over all grid points."""
+    out = np.zeros(mask.size, dtype=bool)
+    out[np.flatnonzero(mask)[hits]] = True
+    return out
+

@@ -1,0 +1,299 @@
+"""Fields on a grid as one sample × feature matrix, and back.
+
+A *field* is a DataArray, a Dataset, or a list of DataArrays, each with the same sample
+dimensions (``time``, or ``("time", "member")``) and its own feature dimensions (a grid). Every
+variable is laid out with its samples first and its grid flattened, and the variables are
+joined along the features. What enters the model is then chosen and scaled:
+
+* features that are NaN at every training sample (land in an ocean field) are left out, and so
+  are features of weight 0 (``sqrt(cos 90°)``); outputs on the grid hold NaN there;
+* each kept feature is multiplied by its *scale*: the area weight (``sqrt(cos(lat))`` or the
+  user's weights) divided, under ``standardize``, by the feature's standard deviation.
+
+:class:`GridLayout` records all of it, so that new fields are laid out identically and results
+go back onto each variable's grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+__all__ = ["LATITUDE_NAMES", "GridLayout", "VariableLayout", "as_variables", "build_layout"]
+
+#: Names under which ``weights="coslat"`` looks for the latitude (a dimension or coordinate).
+LATITUDE_NAMES = ("lat", "latitude", "nav_lat", "lats", "y_lat", "rlat")
+
+
+def as_variables(data: Any) -> tuple[str, list[tuple[str | None, xr.DataArray]]]:
+    """Return the kind of ``data`` (dataarray, dataset, list) and its ``(name, array)`` pairs.
+
+    Examples
+    --------
+    >>> a = xr.DataArray(np.zeros((2, 3)), dims=("time", "x"), name="a")
+    >>> as_variables(a)[0], as_variables([a, a.rename("b")])[1][1][0]
+    ('dataarray', 'b')
+    """
+    if isinstance(data, xr.DataArray):
+        return "dataarray", [(None, data)]
+    if isinstance(data, xr.Dataset):
+        if not data.data_vars:
+            raise ValueError("the Dataset has no data variables")
+        return "dataset", [(str(name), data[name]) for name in data.data_vars]
+    if isinstance(data, list | tuple) and data and all(isinstance(a, xr.DataArray) for a in data):
+        return "list", [(str(a.name) if a.name is not None else f"var{i}", a)
+                        for i, a in enumerate(data)]
+    raise TypeError(
+        f"expected an xarray.DataArray, a Dataset or a list of DataArrays, got "
+        f"{type(data).__name__}"
+    )
+
+
+def _flat(array: xr.DataArray, sample_dims: tuple[str, ...],
+          feature_dims: tuple[str, ...]) -> Any:
+    """Return the values as ``(n_samples, n_features)``: samples first, the grid flattened."""
+    values = array.transpose(*sample_dims, *feature_dims).data
+    n_samples = int(np.prod([array.sizes[d] for d in sample_dims]))
+    n_features = int(np.prod([array.sizes[d] for d in feature_dims]))
+    if isinstance(values, da.Array):
+        # Only the first sample dimension may stay chunked, so the reshape is blockwise.
+        values = values.rechunk({i: -1 for i in range(1, values.ndim)})
+    return values.reshape(n_samples, n_features)
+
+
+def _latitude(array: xr.DataArray, feature_dims: tuple[str, ...]) -> xr.DataArray:
+    for name in LATITUDE_NAMES:
+        for candidate in (*array.coords, *feature_dims):
+            if str(candidate).lower() == name and candidate in array.coords:
+                lat = array.coords[candidate]
+                if set(lat.dims) <= set(feature_dims):
+                    return lat
+    raise ValueError(
+        f"weights='coslat' needs a latitude among the feature dimensions {feature_dims} or "
+        f"their coordinates, named one of {LATITUDE_NAMES}; pass weights= a DataArray instead"
+    )
+
+
+def _weights(array: xr.DataArray, feature_dims: tuple[str, ...], weights: Any) -> np.ndarray:
+    """Per-feature weights, flattened like the grid."""
+    grid = xr.DataArray(np.ones([array.sizes[d] for d in feature_dims]), dims=feature_dims,
+                        coords={d: array.coords[d] for d in feature_dims if d in array.coords})
+    if weights is None:
+        return grid.values.ravel()
+    if isinstance(weights, str):
+        if weights != "coslat":
+            raise ValueError(f"weights={weights!r}: use 'coslat', a DataArray or None")
+        lat = _latitude(array, feature_dims)
+        factor = np.sqrt(np.clip(np.cos(np.deg2rad(lat.astype(np.float64))), 0.0, None))
+    elif isinstance(weights, xr.DataArray):
+        extra = set(weights.dims) - set(feature_dims)
+        if extra:
+            raise ValueError(
+                f"weights has dimensions {sorted(extra)} that are not feature dimensions "
+                f"{feature_dims}"
+            )
+        factor = weights.astype(np.float64)
+    else:
+        raise TypeError(f"weights must be 'coslat', a DataArray or None, not {type(weights)}")
+    factor = factor.drop_vars([c for c in factor.coords if c not in feature_dims], errors="ignore")
+    weighted = (grid * factor).transpose(*feature_dims).values.ravel()
+    if not np.isfinite(weighted).all() or (weighted < 0).any():
+        raise ValueError("weights must be finite and non-negative")
+    return weighted
+
+
+@dataclass
+class VariableLayout:
+    """One variable's place in the feature axis and what the model sees of it.
+
+    Attributes
+    ----------
+    name : str or None
+        The variable's name (``None`` for a lone DataArray).
+    template : xarray.DataArray
+        Over the feature dimensions, with their coordinates: the scale of each feature (weight,
+        divided by its standard deviation under ``standardize``), NaN where the feature is
+        left out of the model.
+    land : ndarray of bool
+        Flat: the grid points NaN at every training sample, which new data must leave NaN.
+    """
+
+    name: str | None
+    template: xr.DataArray
+    land: np.ndarray
+
+    @property
+    def feature_dims(self) -> tuple[str, ...]:
+        """The variable's feature (grid) dimensions."""
+        return tuple(str(d) for d in self.template.dims)
+
+    @property
+    def scale(self) -> np.ndarray:
+        """Flat scale of every grid point; NaN where left out."""
+        return self.template.values.ravel()
+
+    @property
+    def kept(self) -> np.ndarray:
+        """Flat mask of the grid points the model sees."""
+        return np.isfinite(self.scale)
+
+    @property
+    def size(self) -> int:
+        """Grid points."""
+        return self.template.size
+
+
+@dataclass
+class GridLayout:
+    """How fields become the model's matrix and how results go back onto the grids.
+
+    Attributes
+    ----------
+    kind : {"dataarray", "dataset", "list"}
+        What was fitted, and what outputs on the grid are.
+    sample_dims : tuple of str
+    variables : list of VariableLayout
+        In the order they are joined along the features.
+    """
+
+    kind: str
+    sample_dims: tuple[str, ...]
+    variables: list[VariableLayout] = field(default_factory=list)
+
+    @property
+    def kept(self) -> np.ndarray:
+        """Flat mask over all variables' grid points: those the model sees."""
+        return np.concatenate([v.kept for v in self.variables])
+
+    @property
+    def scale(self) -> np.ndarray:
+        """Scale of the kept features, in the model's feature order."""
+        return np.concatenate([v.scale[v.kept] for v in self.variables])
+
+    @property
+    def land(self) -> np.ndarray:
+        """Flat mask over all variables' grid points: NaN at every training sample."""
+        return np.concatenate([v.land for v in self.variables])
+
+    def feature_dims(self, array: xr.DataArray) -> tuple[str, ...]:
+        """Return the feature dimensions of ``array``: all but the sample dimensions."""
+        missing = [d for d in self.sample_dims if d not in array.dims]
+        if missing:
+            raise ValueError(
+                f"sample dimension(s) {missing} are not dimensions of {array.name or 'the array'}"
+                f" {tuple(array.dims)}"
+            )
+        return tuple(str(d) for d in array.dims if d not in self.sample_dims)
+
+    def matrix(self, data: Any) -> Any:
+        """All grid points of ``data`` as ``(n_samples, n_grid_points)``, variables joined.
+
+        Checks that ``data`` has the fitted variables, grids and coordinates.
+        """
+        kind, pairs = as_variables(data)
+        if len(pairs) != len(self.variables):
+            raise ValueError(
+                f"the model was fitted on {len(self.variables)} variable(s), got {len(pairs)}"
+            )
+        blocks = []
+        for (name, array), layout in zip(pairs, self.variables, strict=True):
+            if kind == "dataset" and layout.name is not None and name != layout.name:
+                raise ValueError(f"variable {name!r} where the model has {layout.name!r}")
+            dims = self.feature_dims(array)
+            if set(dims) != set(layout.feature_dims):
+                raise ValueError(
+                    f"{name or 'the DataArray'} has feature dimensions {dims}, the model "
+                    f"{layout.feature_dims}"
+                )
+            shape = tuple(array.sizes[d] for d in layout.feature_dims)
+            if shape != layout.template.shape:
+                raise ValueError(
+                    f"{name or 'the DataArray'} has a grid of shape {shape}, the model "
+                    f"{layout.template.shape} over {layout.feature_dims}"
+                )
+            blocks.append(_flat(array, self.sample_dims, layout.feature_dims))
+        if len(blocks) == 1:
+            return blocks[0]
+        lazy = any(isinstance(b, da.Array) for b in blocks)
+        return da.concatenate(blocks, axis=1) if lazy else np.concatenate(blocks, axis=1)
+
+    def sample_template(self, data: Any) -> xr.DataArray:
+        """Return an empty DataArray over the sample dimensions, with ``data``'s coordinates."""
+        _, pairs = as_variables(data)
+        array = pairs[0][1]
+        coords = {name: c for name, c in array.coords.items() if set(c.dims) <= set(self.sample_dims)}
+        return xr.DataArray(np.empty([array.sizes[d] for d in self.sample_dims]),
+                            dims=self.sample_dims, coords=coords)
+
+    def on_grid(self, values: np.ndarray | da.Array, leading: dict[str, Any],
+                name: str) -> Any:
+        """Put ``(*leading, n_kept)`` values back onto the grids (NaN where left out).
+
+        ``leading`` maps the leading dimensions to their coordinates (``None``: none).
+        Returns a DataArray for a DataArray fit, else a Dataset (one variable per grid, a list
+        fit keeping the names it was given).
+        """
+        sizes = tuple(values.shape[:-1])
+        lead_dims = tuple(leading)
+        lead_coords = {d: c for d, c in leading.items() if c is not None}
+        lazy = isinstance(values, da.Array)
+        out = {}
+        start = 0
+        for layout in self.variables:
+            kept = layout.kept
+            n = int(kept.sum())
+            part = values[..., start:start + n]
+            start += n
+            if lazy:
+                full = part.rechunk({part.ndim - 1: -1}).map_blocks(
+                    _scatter, kept, dtype=values.dtype,
+                    chunks=(*part.chunks[:-1], (layout.size,)))
+            else:
+                full = _scatter(part, kept)
+            grid = full.reshape(*sizes, *layout.template.shape)
+            coords = {**lead_coords, **{c: layout.template.coords[c]
+                                        for c in layout.template.coords}}
+            out[layout.name] = xr.DataArray(grid, dims=(*lead_dims, *layout.feature_dims),
+                                            coords=coords, name=layout.name or name)
+        if self.kind == "dataarray":
+            return out[None].rename(name)
+        return xr.Dataset(out)
+
+
+def _scatter(part: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Spread the values of the kept grid points over all of them, NaN elsewhere."""
+    full = np.full((*part.shape[:-1], kept.size), np.nan,
+                   dtype=np.result_type(part.dtype, np.float32))
+    full[..., kept] = part
+    return full
+
+
+def build_layout(
+    data: Any, sample_dims: tuple[str, ...], weights: Any, scales: list[np.ndarray],
+    masks: list[np.ndarray], land: list[np.ndarray],
+) -> GridLayout:
+    """Return the layout of the variables, their weights, extra scales and kept masks.
+
+    ``scales`` (one flat array per variable, e.g. ``1 / std``) multiply the weights; ``masks``
+    say which grid points the model sees (weight 0 leaves a point out as well); ``land``
+    which ones were NaN at every training sample.
+    """
+    kind, pairs = as_variables(data)
+    layout = GridLayout(kind, sample_dims)
+    per_variable = weights if isinstance(weights, dict) else None
+    for (name, array), scale, mask, missing in zip(pairs, scales, masks, land, strict=True):
+        dims = layout.feature_dims(array)
+        w = per_variable.get(name) if per_variable is not None else weights
+        factor = _weights(array, dims, w) * scale
+        factor = np.where(mask & (factor > 0), factor, np.nan)
+        template = xr.DataArray(
+            factor.reshape([array.sizes[d] for d in dims]), dims=dims,
+            coords={c: v for c, v in array.coords.items() if set(v.dims) <= set(dims)},
+            name=name,
+        )
+        layout.variables.append(VariableLayout(name, template, missing))
+    return layout
