@@ -30,20 +30,20 @@ def test_kernel_pca_scores_keep_the_sample_coordinates(field):
     ds = field.dkpca.fit_transform(sample_dim="time", n_components=3, kernel="rbf", gamma=0.1)
     reference = dkpca.KernelPCA(3, kernel="rbf", gamma=0.1).fit(field.values.reshape(80, 12))
     scores = ds.scores
-    assert scores.dims == ("time", "component")
+    assert scores.dims == ("time", "mode")
     assert scores.indexes["time"].equals(field.indexes["time"])
     np.testing.assert_array_equal(scores.season, field.season)
-    assert list(ds.component.values) == [1, 2, 3] and "lat" not in scores.coords
+    assert list(ds["mode"].values) == [1, 2, 3] and "lat" not in scores.coords
     np.testing.assert_allclose(ds.eigenvalues, reference.eigenvalues_, rtol=1e-10)
     np.testing.assert_allclose(scores, reference.transform(field.values.reshape(80, 12)),
                                atol=1e-10)
-    assert ds.eigenvalues.dims == ("component",)
+    assert ds.eigenvalues.dims == ("mode",)
     assert ds.attrs["estimator"] == "KernelPCA" and "rbf" in ds.attrs["kernel"]
 
 
 def test_linear_pca_components_come_back_on_the_grid(field):
     ds = fit_transform(field, "time", model=dkpca.PCA(n_components=2))
-    assert ds.components.dims == ("component", "lat", "lon")
+    assert ds.components.dims == ("mode", "lat", "lon")
     np.testing.assert_array_equal(ds.components.lon, field.lon)
     np.testing.assert_array_equal(ds.components.land, field.land)
     flat = field.values.reshape(80, 12)
@@ -55,7 +55,7 @@ def test_linear_pca_components_come_back_on_the_grid(field):
     # With every component, scores times components plus the mean rebuild the field: the
     # grid layout of the components is the input's.
     full = fit_transform(field, "time", model=dkpca.PCA())
-    rebuilt = full.scores.dot(full.components, dim="component") + full.feature_mean
+    rebuilt = full.scores.dot(full.components, dim="mode") + full.feature_mean
     np.testing.assert_allclose(rebuilt.transpose(*field.dims).values, field.values, atol=1e-10)
 
 
@@ -74,9 +74,9 @@ def test_lazy_in_lazy_out(field):
     assert isinstance(ds.scores.data, da.Array)
     model = fit(chunked, "time", n_components=2, gamma=0.1)
     with raise_if_dask_computes():
-        projected = chunked.dkpca.transform(model, sample_dim="time")
+        projected = chunked.dkpca.transform(model)
     assert isinstance(projected.data, da.Array) and projected.chunks[0] == (20,) * 4
-    eager = transform(model, field, "time")
+    eager = transform(model, field)
     assert isinstance(eager.data, np.ndarray)
     np.testing.assert_allclose(match_signs(projected.values, eager.values), eager.values,
                                atol=1e-10)
@@ -84,14 +84,16 @@ def test_lazy_in_lazy_out(field):
 
 def test_transform_new_data_and_errors(field):
     model = field.isel(time=slice(0, 60)).dkpca.fit("time", n_components=2, gamma=0.1)
-    held_out = transform(model, field.isel(time=slice(60, None)), "time")
-    assert held_out.sizes == {"time": 20, "component": 2}
+    held_out = transform(model, field.isel(time=slice(60, None)))
+    assert held_out.sizes == {"time": 20, "mode": 2}
     assert held_out.indexes["time"].equals(field.indexes["time"][60:])
-    with pytest.raises(ValueError, match="has 3 features, but KernelPCA is expecting 12"):
-        transform(model, field.isel(lon=0), "time")
+    with pytest.raises(ValueError, match="feature dimensions"):
+        transform(model, field.isel(lon=0))
+    with pytest.raises(ValueError, match=r"grid of shape \(3, 2\)"):
+        transform(model, field.isel(lon=slice(0, 2)))
     with pytest.raises(ValueError, match="to the model itself"):
         fit_transform(field, "time", model=dkpca.PCA(2), n_components=3)
-    with pytest.raises(TypeError, match="expected an xarray.DataArray"):
+    with pytest.raises(TypeError, match="expected an xarray.DataArray, a Dataset"):
         fit(field.values, "time")
 
 

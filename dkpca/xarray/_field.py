@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -180,15 +181,16 @@ class FieldModel:
             dims.append(feature_dims)
         # One pass for every statistic the layout needs (a single compute for dask data).
         stats = []
-        for M in flats:
-            isnan = (da if isinstance(M, da.Array) else np).isnan(M)
-            stats += [isnan.sum(axis=0), isnan.sum(axis=1)]
-            if self.standardize:
-                with np.errstate(invalid="ignore", divide="ignore"):
+        with warnings.catch_warnings():  # land: the standard deviation of no values
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for M in flats:
+                isnan = (da if isinstance(M, da.Array) else np).isnan(M)
+                stats += [isnan.sum(axis=0), isnan.sum(axis=1)]
+                if self.standardize:
                     stats.append((da if isinstance(M, da.Array) else np).nanstd(
                         M.astype(np.float64), axis=0, ddof=1))
-        if any(isinstance(s, da.Array) for s in stats):
-            stats = list(compute(*stats))
+            if any(isinstance(s, da.Array) for s in stats):
+                stats = list(compute(*stats))
         per = 3 if self.standardize else 2
         n_samples = flats[0].shape[0]
         feature_nans = [np.asarray(stats[i * per]) for i in range(len(flats))]

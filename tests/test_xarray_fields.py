@@ -1,0 +1,275 @@
+"""dkpca.xarray.FieldModel on real gridded data: land, weights, NaN policies, shapes, xeofs."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from conftest import raise_if_dask_computes
+
+import dkpca
+from dkpca.xarray import FieldModel
+
+
+def same_up_to_sign(a: np.ndarray, b: np.ndarray, axis: int = 0) -> np.ndarray:
+    """``a`` with each slice along ``axis`` flipped to agree with ``b``."""
+    a, b = np.moveaxis(a, axis, 0), np.moveaxis(b, axis, 0)
+    flat_a, flat_b = a.reshape(len(a), -1), b.reshape(len(b), -1)
+    signs = np.sign(np.nansum(flat_a * flat_b, axis=1))
+    return np.moveaxis(a * signs.reshape(-1, *([1] * (a.ndim - 1))), 0, axis)
+
+
+@pytest.fixture(scope="module")
+def sst() -> xr.DataArray:
+    eofs = pytest.importorskip("eofs.examples")
+    return xr.open_dataset(eofs.example_data_path("sst_ndjfm_anom.nc"))["sst"].load()
+
+
+@pytest.fixture
+def field() -> xr.DataArray:
+    """time × lat × lon with land (NaN at every time) in two corners."""
+    rng = np.random.default_rng(3)
+    time = pd.date_range("2000-01-01", periods=60, freq="MS")
+    lat, lon = np.array([-40.0, -10.0, 20.0, 50.0]), np.arange(0.0, 50.0, 10.0)
+    values = rng.normal(size=(60, 4, 5)) @ np.diag([3.0, 2.0, 1.0, 1.0, 0.5])
+    values[:, 0, 0] = values[:, 3, 4] = np.nan
+    return xr.DataArray(values, dims=("time", "lat", "lon"), name="sst",
+                        coords={"time": time, "lat": lat, "lon": lon})
+
+
+def ocean_matrix(field: xr.DataArray, weights: np.ndarray | None = None) -> np.ndarray:
+    flat = field.values.reshape(field.sizes["time"], -1)
+    ocean = ~np.isnan(flat).all(axis=0)
+    X = flat[:, ocean]
+    return X * (weights.ravel()[ocean] if weights is not None else 1.0)
+
+
+def coslat(field: xr.DataArray) -> np.ndarray:
+    w = np.sqrt(np.clip(np.cos(np.deg2rad(field.lat.values)), 0, None))
+    return np.broadcast_to(w[:, None], (field.sizes["lat"], field.sizes["lon"]))
+
+
+# ------------------------------------------------------------------------- the SST field
+
+def test_sst_eofs_match_xeofs(sst):
+    xeofs = pytest.importorskip("xeofs.single")
+    reference = xeofs.EOF(n_modes=4, use_coslat=True)
+    reference.fit(sst, dim="time")
+    ours = FieldModel(dkpca.PCA(n_components=4), "time", weights="coslat").fit(sst)
+    ratios = ours.explained_variance_ratio()
+    np.testing.assert_allclose(ratios, reference.explained_variance_ratio(), atol=1e-4)
+    np.testing.assert_allclose(ratios, [0.4899, 0.1292, 0.0713, 0.0639], atol=1e-4)
+    assert ratios["mode"].values.tolist() == [1, 2, 3, 4]
+    components = ours.components()
+    expected = reference.components().transpose("mode", "latitude", "longitude").values
+    land = sst.isnull().all("time").values
+    assert components.dims == ("mode", "latitude", "longitude")
+    np.testing.assert_array_equal(np.isnan(components.values), np.broadcast_to(land, (4, *land.shape)))
+    np.testing.assert_allclose(same_up_to_sign(components.values, expected), expected, atol=1e-6)
+    np.testing.assert_array_equal(components.latitude, sst.latitude)
+
+
+def test_sst_full_rank_reconstruction(sst):
+    model = FieldModel(dkpca.PCA(), "time", weights="coslat").fit(sst)
+    rebuilt = model.inverse_transform(model.transform(sst)).transpose(*sst.dims)
+    np.testing.assert_array_equal(np.isnan(rebuilt.values), np.isnan(sst.values))
+    np.testing.assert_allclose(rebuilt.values, sst.values, atol=1e-10)
+    np.testing.assert_array_equal(rebuilt.time, sst.time)
+
+
+def test_sst_dask_fit_runs_two_computes(sst):
+    class Counter(dask.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def _start(self, dsk):
+            self.count += 1
+
+    lazy = sst.chunk({"time": 10})
+    with Counter() as counter:
+        model = FieldModel(dkpca.PCA(n_components=4), "time", weights="coslat").fit(lazy)
+    assert counter.count <= 2
+    eager = FieldModel(dkpca.PCA(n_components=4), "time", weights="coslat").fit(sst)
+    np.testing.assert_allclose(model.explained_variance_ratio(),
+                               eager.explained_variance_ratio(), rtol=1e-10)
+    with raise_if_dask_computes():
+        scores = model.transform(lazy)
+    assert isinstance(scores.data, da.Array)
+    np.testing.assert_allclose(scores.values, eager.transform(sst).values, atol=1e-10)
+
+
+# ------------------------------------------------------------------- weights and scaling
+
+def test_coslat_and_user_weights_equal_weighting_by_hand(field):
+    w = coslat(field)
+    by_hand = dkpca.PCA(n_components=3).fit(ocean_matrix(field, w))
+    for weights in ("coslat", xr.DataArray(w[:, 0], dims="lat", coords={"lat": field.lat})):
+        model = FieldModel(dkpca.PCA(n_components=3), "time", weights=weights).fit(field)
+        np.testing.assert_allclose(model.explained_variance_ratio(),
+                                   by_hand.explained_variance_ratio_, rtol=1e-10)
+        np.testing.assert_allclose(
+            model.scores_.values, by_hand.transform(ocean_matrix(field, w)), atol=1e-10)
+
+
+def test_coslat_needs_a_latitude(field):
+    with pytest.raises(ValueError, match="needs a latitude"):
+        FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field.rename(lat="row"))
+
+
+def test_standardize_and_weights_are_undone_on_the_grid(field):
+    model = FieldModel(dkpca.PCA(), "time", weights="coslat", standardize=True).fit(field)
+    X = ocean_matrix(field)
+    standardised = X / X.std(axis=0, ddof=1) * ocean_matrix(field.isel(time=[0]) * 0 + 1,
+                                                            coslat(field))[0]
+    reference = dkpca.PCA().fit(standardised)
+    np.testing.assert_allclose(model.explained_variance_ratio(),
+                               reference.explained_variance_ratio_, rtol=1e-10)
+    rebuilt = model.inverse_transform(model.scores_)
+    np.testing.assert_allclose(rebuilt.transpose(*field.dims).values, field.values, atol=1e-10)
+    unweighted = model.components(weighted=False)
+    ratio = model.components() / unweighted
+    np.testing.assert_allclose(ratio.isel(mode=0).values, model.layout_.variables[0].template)
+
+
+# ---------------------------------------------------------------------------- NaN cases
+
+def test_land_is_left_out_and_restored(field):
+    model = FieldModel(dkpca.PCA(n_components=2), "time").fit(field)
+    reference = dkpca.PCA(n_components=2).fit(ocean_matrix(field))
+    assert model.model_.n_features_in_ == 18
+    np.testing.assert_allclose(model.scores_.values, reference.transform(ocean_matrix(field)),
+                               atol=1e-10)
+    components = model.components()
+    assert np.isnan(components[:, 0, 0]).all() and np.isnan(components[:, 3, 4]).all()
+    assert np.isfinite(components.values).sum() == 2 * 18
+
+
+def test_empty_samples_get_nan_scores(field):
+    gappy = field.copy()
+    gappy[[5, 17]] = np.nan
+    model = FieldModel(dkpca.PCA(n_components=2), "time").fit(gappy)
+    kept = np.setdiff1d(np.arange(60), [5, 17])
+    reference = FieldModel(dkpca.PCA(n_components=2), "time").fit(field.isel(time=kept))
+    assert model.scores_.sizes["time"] == 60
+    assert np.isnan(model.scores_[[5, 17]]).all()
+    np.testing.assert_allclose(model.scores_.isel(time=kept), reference.scores_, atol=1e-10)
+    projected = model.transform(gappy)
+    assert projected.sizes["time"] == 60 and np.isnan(projected[[5, 17]]).all()
+    assert np.isfinite(projected.isel(time=kept)).all()
+
+
+@pytest.fixture
+def scattered(field) -> xr.DataArray:
+    gappy = field.copy()
+    gappy[7, 1, 2] = np.nan
+    gappy[30, 2, 3] = np.nan
+    return gappy
+
+
+def test_scattered_nans_raise_by_default_naming_them(scattered):
+    with pytest.raises(ValueError, match=r"scattered.*lat=-10\.0, lon=20\.0.*time=2000-08-01"):
+        FieldModel(dkpca.PCA(2), "time").fit(scattered)
+
+
+def test_scattered_nans_drop_samples(scattered, field):
+    model = FieldModel(dkpca.PCA(2), "time", nan_policy="drop_samples").fit(scattered)
+    kept = np.setdiff1d(np.arange(60), [7, 30])
+    reference = FieldModel(dkpca.PCA(2), "time").fit(field.isel(time=kept))
+    np.testing.assert_allclose(model.explained_variance_ratio(),
+                               reference.explained_variance_ratio(), rtol=1e-10)
+    assert np.isnan(model.scores_[[7, 30]]).all()
+    assert np.isnan(model.transform(scattered)[[7, 30]]).all()
+
+
+def test_scattered_nans_drop_features(scattered, field):
+    model = FieldModel(dkpca.PCA(2), "time", nan_policy="drop_features").fit(scattered)
+    blanked = field.copy()
+    blanked[:, 1, 2] = blanked[:, 2, 3] = np.nan
+    reference = FieldModel(dkpca.PCA(2), "time").fit(blanked)
+    np.testing.assert_allclose(model.scores_, reference.scores_, atol=1e-10)
+    assert np.isnan(model.components()[:, 1, 2]).all()
+    assert model.transform(scattered).notnull().all()  # those points are not used
+
+
+def test_new_field_with_nan_in_a_new_place(field):
+    model = FieldModel(dkpca.PCA(2), "time").fit(field)
+    new = field.isel(time=slice(0, 5)).copy()
+    new[2, 1, 1] = np.nan
+    with pytest.raises(ValueError, match=r"NaN where the model has data.*lat=-10\.0, lon=10\.0"):
+        model.transform(new)
+    wet = field.isel(time=slice(0, 5)).copy()
+    wet[:, 0, 0] = 1.0
+    with pytest.raises(ValueError, match=r"values where the model has no data.*lat=-40\.0"):
+        model.transform(wet)
+    with pytest.raises(ValueError, match="NaN where the model has data"):
+        model.transform(new.chunk({"time": 2})).compute()
+
+
+# ------------------------------------------------------------------------------- shapes
+
+def test_several_sample_dims(field):
+    members = xr.concat([field, field * 0.5 + 1.0, -field], dim="member")
+    model = FieldModel(dkpca.PCA(n_components=3), ("time", "member")).fit(members)
+    scores = model.scores_
+    assert scores.dims == ("time", "member", "mode")
+    stacked = members.transpose("time", "member", "lat", "lon").values.reshape(180, 20)
+    ocean = ~np.isnan(stacked).all(axis=0)
+    reference = dkpca.PCA(n_components=3).fit(stacked[:, ocean])
+    np.testing.assert_allclose(scores.values.reshape(180, 3),
+                               reference.transform(stacked[:, ocean]), atol=1e-10)
+    np.testing.assert_array_equal(scores.time, field.time)
+    lazy = model.transform(members.chunk({"time": 20}))
+    np.testing.assert_allclose(lazy.values, scores.values, atol=1e-10)
+
+
+def test_dataset_of_two_grids_round_trips(field):
+    rng = np.random.default_rng(1)
+    wind = xr.DataArray(rng.normal(size=(60, 3)), dims=("time", "station"),
+                        coords={"time": field.time, "station": ["a", "b", "c"]})
+    ds = xr.Dataset({"sst": field, "wind": wind})
+    model = FieldModel(dkpca.PCA(), "time").fit(ds)
+    components = model.components()
+    assert components.sst.dims == ("mode", "lat", "lon") and components.wind.dims == ("mode", "station")
+    assert np.isnan(components.sst[:, 0, 0]).all()
+    rebuilt = model.inverse_transform(model.scores_)
+    assert set(rebuilt.data_vars) == {"sst", "wind"}
+    np.testing.assert_allclose(rebuilt.sst.transpose(*field.dims).values, field.values, atol=1e-10)
+    np.testing.assert_allclose(rebuilt.wind.values, wind.values, atol=1e-10)
+    listed = FieldModel(dkpca.PCA(), "time").fit([field, wind.rename("wind")])
+    np.testing.assert_allclose(listed.scores_, model.scores_, atol=1e-10)
+    via_accessor = ds.dkpca.fit("time", model=dkpca.PCA(2))
+    np.testing.assert_allclose(via_accessor.scores_, model.scores_.isel(mode=[0, 1]), atol=1e-10)
+
+
+# ------------------------------------------------------------------------------ outputs
+
+def test_signs_and_modes(field):
+    pca = FieldModel(dkpca.PCA(3), "time").fit(field)
+    flat = pca.components().values.reshape(3, -1)
+    biggest = np.nanargmax(np.abs(flat), axis=1)
+    assert (flat[np.arange(3), biggest] > 0).all()
+    kpca = FieldModel(dkpca.KernelPCA(3, kernel="rbf", gamma=0.02), "time").fit(field)
+    scores = kpca.scores_.values
+    assert (scores[np.abs(scores).argmax(axis=0), np.arange(3)] > 0).all()
+    assert kpca.scores_["mode"].values.tolist() == [1, 2, 3]
+    assert kpca.scores_.attrs["estimator"] == "KernelPCA" and "rbf" in kpca.scores_.attrs["kernel"]
+
+
+def test_patterns(field):
+    pca = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+    patterns = pca.patterns([-1.0, 2.0])
+    assert patterns.dims == ("mode", "position", "lat", "lon")
+    mean = pca.inverse_transform(xr.zeros_like(pca.scores_.isel(time=[0])))
+    sigma = np.sqrt(pca.explained_variance().values)
+    expected = mean.isel(time=0) + 2.0 * sigma[0] * pca.components(weighted=False).isel(mode=0)
+    np.testing.assert_allclose(patterns.isel(mode=0, position=1), expected, atol=1e-10)
+    kpca = FieldModel(dkpca.KernelPCA(2, kernel="rbf", gamma=0.02), "time").fit(field)
+    curved = kpca.patterns()
+    assert curved.sizes == {"mode": 2, "position": 4, "lat": 4, "lon": 5}
+    assert np.isnan(curved[:, :, 0, 0]).all() and np.isfinite(curved[:, :, 1, 1]).all()
+    with pytest.raises(ValueError, match="no linear components"):
+        kpca.components()
