@@ -16,6 +16,11 @@ Layout of a saved model::
         basis/                   a scipy.sparse basis: a group of its CSR parts
           data, indices, indptr
 
+A fitted :class:`dkpca.xarray.FieldModel` is a group whose ``attrs["dkpca"]`` names the
+estimator ``"FieldModel"`` and holds a ``field`` description; its estimator is saved as above
+in the subgroup ``estimator/``, beside its grids, land masks, weights and training scores (see
+:mod:`dkpca.xarray._store`).
+
 ``attributes`` maps each fitted attribute to its encoding: ``{"value": <JSON>}``,
 ``{"array": <name>}``, ``{"sparse": <group>, "format": "csr", "shape": [m, d]}``,
 ``{"kernel": <kernel config>}`` or ``{"dataclass": <type>, "group": <name>, "fields": {...}}``.
@@ -64,6 +69,8 @@ from dkpca.io import Location, atomic_group, store_array
 from dkpca.kernels import Kernel, kernel_from_config
 from dkpca.linear import PCA
 from dkpca.solvers import KernelBasis
+from dkpca.xarray import FieldModel
+from dkpca.xarray._store import read_field, write_field
 
 __all__ = ["FORMAT_VERSION", "load", "save"]
 
@@ -202,7 +209,7 @@ def _encode_params(model: Any) -> dict[str, Any]:
 
 
 def save(
-    model: KernelPCA | PCA,
+    model: KernelPCA | PCA | FieldModel,
     path: str | os.PathLike,
     *,
     overwrite: bool = False,
@@ -212,8 +219,9 @@ def save(
 
     Parameters
     ----------
-    model : KernelPCA or PCA
-        A fitted estimator.
+    model : KernelPCA, PCA or dkpca.xarray.FieldModel
+        A fitted estimator; a FieldModel is saved with its estimator, grids, land masks,
+        weights and training scores (see :mod:`dkpca.xarray._store`).
     path : str or path
         A local path or an fsspec URL (``memory://``, ``s3://`` with s3fs, ...).
     overwrite : bool, default=False
@@ -259,9 +267,27 @@ def save(
     >>> bool(np.array_equal(again.transform(X), kp.transform(X)))
     True
     """
+    if isinstance(model, FieldModel):
+        check_is_fitted(model, "model_")
+        writer, meta = _prepare(model.model_)  # every refusal before anything is written
+        with atomic_group(path, overwrite=overwrite, storage_options=storage_options) as group:
+            _write(group.require_group("estimator"), writer, meta)
+            group.attrs["dkpca"] = {**meta, "estimator": "FieldModel",
+                                    "field": write_field(model, group)}
+        logger.info("saved FieldModel to %s", path)
+        return
+    writer, meta = _prepare(model)
+    with atomic_group(path, overwrite=overwrite, storage_options=storage_options) as group:
+        _write(group, writer, meta)
+    logger.info("saved %s to %s", meta["estimator"], path)
+
+
+def _prepare(model: KernelPCA | PCA) -> tuple[_Writer, dict[str, Any]]:
+    """Encode a fitted estimator: what to write, and its JSON description."""
     name = type(model).__name__
     if _ESTIMATORS.get(name) is not type(model):
-        raise TypeError(f"save: {name} is not a dkpca estimator (known: {sorted(_ESTIMATORS)})")
+        raise TypeError(f"save: {name} is not a dkpca estimator (known: {sorted(_ESTIMATORS)} "
+                        f"and dkpca.xarray.FieldModel)")
     check_is_fitted(model, "n_features_in_")
     params = model.get_params(deep=False)
     state = {k: v for k, v in vars(model).items() if k not in params}
@@ -275,7 +301,7 @@ def save(
         state = {k: v for k, v in state.items() if k not in lazy}
     writer = _Writer()
     attributes = {key: writer.encode(value, "", key, key) for key, value in state.items()}
-    meta = {
+    return writer, {
         "format": _FORMAT,
         "format_version": FORMAT_VERSION,
         "dkpca_version": __version__,
@@ -283,10 +309,11 @@ def save(
         "params": _encode_params(model),
         "attributes": attributes,
     }
-    with atomic_group(path, overwrite=overwrite, storage_options=storage_options) as group:
-        writer.write(group)
-        group.attrs["dkpca"] = meta  # after write(): it fills in the sparse shapes
-    logger.info("saved %s to %s", name, path)
+
+
+def _write(group: zarr.Group, writer: _Writer, meta: dict[str, Any]) -> None:
+    writer.write(group)
+    group.attrs["dkpca"] = meta  # after write(): it fills in the sparse shapes
 
 
 class _Reader:
@@ -328,8 +355,8 @@ def load(
     *,
     in_memory: int | str = "256MiB",
     storage_options: Mapping[str, Any] | None = None,
-) -> KernelPCA | PCA:
-    """Load an estimator saved by :func:`save`.
+) -> KernelPCA | PCA | FieldModel:
+    """Load an estimator (or a FieldModel) saved by :func:`save`.
 
     Parameters
     ----------
@@ -344,7 +371,7 @@ def load(
 
     Returns
     -------
-    KernelPCA or PCA
+    KernelPCA, PCA or FieldModel
         Fitted, transforming exactly as the saved model did.
 
     Raises
@@ -382,9 +409,18 @@ def load(
             f"{meta['format_version']}; this dkpca reads format {FORMAT_VERSION} and older. "
             f"Upgrade dkpca to load it."
         )
+    reader = _Reader(parse_bytes(in_memory) if isinstance(in_memory, str) else int(in_memory))
+    if meta["estimator"] == "FieldModel":
+        estimator = group["estimator"]
+        return read_field(group, meta["field"],
+                          _read_estimator(estimator, estimator.attrs["dkpca"], reader, location))
+    return _read_estimator(group, meta, reader, location)
+
+
+def _read_estimator(group: zarr.Group, meta: Mapping[str, Any], reader: _Reader,
+                    location: Location) -> KernelPCA | PCA:
     if meta["estimator"] not in _ESTIMATORS:
         raise ValueError(f"{location} holds an unknown estimator {meta['estimator']!r}")
-    reader = _Reader(parse_bytes(in_memory) if isinstance(in_memory, str) else int(in_memory))
     params = {name: reader.decode(value, group) for name, value in meta["params"].items()}
     model = _ESTIMATORS[meta["estimator"]]()
     model.set_params(**params)

@@ -49,7 +49,10 @@ def describe_model(model: KernelPCA | PCA) -> dict[str, str]:
     attrs = {"dkpca_version": __version__, "estimator": type(model).__name__,
              "params": json.dumps(params)}
     if hasattr(model, "kernel_"):
-        attrs["kernel"] = json.dumps(model.kernel_.get_config())
+        try:
+            attrs["kernel"] = json.dumps(model.kernel_.get_config())
+        except ValueError:  # a Python function: no config, its description instead
+            attrs["kernel"] = repr(model.kernel_)
         attrs["solver"] = model.solver_
     return attrs
 

@@ -1,0 +1,124 @@
+"""A fitted :class:`FieldModel` in a Zarr group, beside its estimator (see :mod:`dkpca.persistence`).
+
+DataArrays (each variable's grid template, user weights, the training scores) are stored as a
+``values`` array in a subgroup, and their dimensions, name and coordinates as JSON, so that
+datetimes, strings and numbers round-trip without pickle::
+
+    field.zarr/                 attrs["dkpca"] = {..., "estimator": "FieldModel", "field": {...}}
+      estimator/                the fitted KernelPCA or PCA, as dkpca.save writes it
+      variables/0/              one group per variable: values (the scale), land
+      weights/0/                user weights, when given as DataArrays
+      scores/                   the training scores
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from ._field import FieldModel
+from ._grid import GridLayout, VariableLayout
+
+__all__ = ["read_field", "write_field"]
+
+
+def _coordinate(coord: xr.DataArray) -> dict[str, Any]:
+    values = coord.values
+    if values.dtype.kind in "Mm":  # datetimes and durations: integers of their unit
+        listed = values.astype(np.int64).tolist()
+    elif values.dtype.kind in "OUST":  # strings of any kind come back as numpy str
+        return {"dims": [str(d) for d in coord.dims], "dtype": "str",
+                "values": [str(v) for v in values.ravel().tolist()], "shape": list(values.shape)}
+    else:
+        listed = values.tolist()
+    return {"dims": [str(d) for d in coord.dims], "dtype": values.dtype.str, "values": listed}
+
+
+def _coordinate_values(encoded: dict[str, Any]) -> np.ndarray:
+    if encoded["dtype"] == "str":
+        return np.asarray(encoded["values"], dtype=str).reshape(encoded["shape"])
+    dtype = np.dtype(encoded["dtype"])
+    if dtype.kind in "Mm":
+        return np.asarray(encoded["values"], dtype=np.int64).astype(dtype)
+    return np.asarray(encoded["values"], dtype=dtype)
+
+
+def _write_array(group: zarr.Group, path: str, array: xr.DataArray) -> dict[str, Any]:
+    sub = group.require_group(path)
+    sub.create_array("values", data=np.asarray(array.values))
+    return {"group": path, "dims": [str(d) for d in array.dims],
+            "name": None if array.name is None else str(array.name),
+            "coords": {str(n): _coordinate(c) for n, c in array.coords.items()}}
+
+
+def _read_array(group: zarr.Group, encoded: dict[str, Any]) -> xr.DataArray:
+    values = group[encoded["group"]]["values"][...]
+    coords = {n: (c["dims"], _coordinate_values(c)) for n, c in encoded["coords"].items()}
+    return xr.DataArray(values, dims=encoded["dims"], coords=coords, name=encoded["name"])
+
+
+def write_field(model: FieldModel, group: zarr.Group) -> dict[str, Any]:
+    """Write ``model``'s layout, weights and training scores; return their JSON description.
+
+    The estimator is written by the caller (into ``group["estimator"]``).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, zarr, dkpca
+    >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(10, 3)), dims=("t", "x"))
+    >>> fitted = FieldModel(dkpca.PCA(2), "t").fit(field)
+    >>> group = zarr.open_group("memory://doc/field-layout.zarr", mode="w")
+    >>> sorted(write_field(fitted, group))
+    ['kind', 'nan_policy', 'sample_dims', 'scores', 'standardize', 'variables', 'weights']
+    """
+    layout = model.layout_
+    variables = []
+    for i, variable in enumerate(layout.variables):
+        encoded = _write_array(group, f"variables/{i}", variable.template)
+        group[f"variables/{i}"].create_array("land", data=variable.land)
+        variables.append(encoded)
+    weights = model.weights
+    if isinstance(weights, xr.DataArray):
+        weights = {"array": _write_array(group, "weights/0", weights)}
+    elif isinstance(weights, dict):
+        weights = {"per_variable": {
+            str(name): (w if isinstance(w, str | None) else
+                        {"array": _write_array(group, f"weights/{i}", w)})
+            for i, (name, w) in enumerate(weights.items())}}
+    sample_dims = model.sample_dims
+    return {
+        "kind": layout.kind, "sample_dims": list(layout.sample_dims),
+        "given_sample_dims": sample_dims if isinstance(sample_dims, str | None)
+        else list(sample_dims),
+        "weights": weights, "standardize": bool(model.standardize),
+        "nan_policy": model.nan_policy, "variables": variables,
+        "scores": _write_array(group, "scores", model.scores_.compute()),
+    }
+
+
+def _weights(group: zarr.Group, encoded: Any) -> Any:
+    if encoded is None or isinstance(encoded, str):
+        return encoded
+    if "array" in encoded:
+        return _read_array(group, encoded["array"])
+    return {name: _weights(group, w) for name, w in encoded["per_variable"].items()}
+
+
+def read_field(group: zarr.Group, encoded: dict[str, Any], estimator: Any) -> FieldModel:
+    """Rebuild the fitted :class:`FieldModel` that :func:`write_field` described."""
+    given = encoded.get("given_sample_dims", encoded["sample_dims"])
+    model = FieldModel(estimator, given if isinstance(given, str | None) else tuple(given),
+                       weights=_weights(group, encoded["weights"]),
+                       standardize=encoded["standardize"], nan_policy=encoded["nan_policy"])
+    layout = GridLayout(encoded["kind"], tuple(encoded["sample_dims"]))
+    for i, variable in enumerate(encoded["variables"]):
+        template = _read_array(group, variable)
+        land = group[f"variables/{i}"]["land"][...].astype(bool)
+        layout.variables.append(VariableLayout(variable["name"], template, land))
+    model.layout_ = layout
+    model.model_ = estimator
+    model.scores_ = _read_array(group, encoded["scores"]).assign_attrs(model._attrs())
+    return model
