@@ -72,7 +72,8 @@ def write_field(model: FieldModel, group: zarr.Group) -> dict[str, Any]:
     >>> fitted = FieldModel(dkpca.PCA(2), "t").fit(field)
     >>> group = zarr.open_group("memory://doc/field-layout.zarr", mode="w")
     >>> sorted(write_field(fitted, group))
-    ['kind', 'nan_policy', 'sample_dims', 'scores', 'standardize', 'variables', 'weights']
+    ['given_sample_dims', 'kind', 'nan_policy', 'sample_dims', 'scores', 'standardize',
+     'variables', 'weights']
     """
     layout = model.layout_
     variables = []
