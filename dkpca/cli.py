@@ -1,12 +1,14 @@
-"""The ``dkpca`` command: ``select``, ``fit``, ``transform``, ``denoise``, ``info``, ``demo``.
+"""The ``dkpca`` command: ``select``, ``fit``, ``fields``, ``transform``, ``denoise``, ``info``, ``demo``.
 
 ``dkpca select INPUT`` chooses the RBF width and the number of components (MDD, kernel parallel
 analysis or Shannon entropy), prints the choice and writes its figure; ``dkpca fit INPUT --out
 MODEL`` fits kernel PCA on a Zarr array (a path or URL, or a group and ``--component``) and
-saves the model; ``dkpca transform MODEL INPUT --out SCORES`` writes the scores as a Zarr group
+saves the model; ``dkpca fields INPUT --out RESULT`` fits PCA (EOFs) or kernel PCA on the
+gridded variables of a Zarr group written by xarray (land masks, ``--weights coslat``,
+``--nan-policy``; see :mod:`dkpca._cli_fields`); ``dkpca transform MODEL INPUT --out SCORES`` writes the scores as a Zarr group
 that xarray opens as a Dataset; ``dkpca denoise MODEL INPUT --out OUTPUT`` writes the
 pre-images of INPUT's projections; ``dkpca info MODEL`` describes a saved model; ``dkpca demo`` is
-what ``make run`` runs. ``select``, ``fit``, ``transform`` and ``denoise`` start an embedded
+what ``make run`` runs. ``select``, ``fit``, ``fields``, ``transform`` and ``denoise`` start an embedded
 ``LocalCluster`` unless ``--scheduler`` names a running one.
 
 A user error (a missing input, a bad parameter, a wrong shape, an existing output) prints one
@@ -220,6 +222,10 @@ def _parser() -> argparse.ArgumentParser:
     _model_options(fit)
     _cluster_options(fit)
 
+    from dkpca import _cli_fields
+
+    _cli_fields.add_parser(commands, [common], [_model_options, _cluster_options])
+
     transform = commands.add_parser(
         "transform", parents=[common], help="project a Zarr array with a saved model",
         description="Project INPUT on the components of MODEL and write the scores.",
@@ -372,6 +378,12 @@ def _select(args: argparse.Namespace) -> str:
     return f"{result} in {elapsed:.1f} s; figure: {plot}{next_step}"
 
 
+def _fields(args: argparse.Namespace) -> str:
+    from dkpca import _cli_fields
+
+    return _cli_fields.run(args, lambda: _cluster(_client_options(args)))
+
+
 def _print_selection(result: Any) -> None:
     table = result.table
     print(f"rule of thumb sigma2 (eq. 20): {table.attrs['rule_of_thumb']:.4g}; training "
@@ -517,7 +529,8 @@ def _run(args: argparse.Namespace) -> str:
         _print_eigenvalues(model)
         return summary
     with progress_bar(sys.stderr) if not args.quiet else contextlib.nullcontext():
-        handlers = {"select": _select, "fit": _fit, "transform": _transform, "denoise": _denoise}
+        handlers = {"select": _select, "fit": _fit, "transform": _transform, "denoise": _denoise,
+                    "fields": _fields}
         return handlers[args.command](args)
 
 
