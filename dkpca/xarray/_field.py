@@ -160,12 +160,30 @@ class FieldModel:
         return tuple(self.sample_dims)
 
     def fit(self, data: Any) -> FieldModel:
-        """Fit on ``data`` (DataArray, Dataset or list of DataArrays). Returns ``self``."""
+        """Fit on ``data`` (DataArray, Dataset or list of DataArrays). Returns ``self``.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+        ...                      dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]})
+        >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+        >>> model.model_.n_features_in_
+        6
+        """
         self._fit(data)
         return self
 
     def fit_transform(self, data: Any) -> xr.DataArray:
-        """Fit on ``data`` and return the training scores (:attr:`scores_`)."""
+        """Fit on ``data`` and return the training scores (:attr:`scores_`).
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 4)), dims=("t", "x"))
+        >>> FieldModel(dkpca.PCA(2), "t").fit_transform(field).dims
+        ('t', 'mode')
+        """
         return self._fit(data)
 
     def _fit(self, data: Any) -> xr.DataArray:
@@ -303,6 +321,15 @@ class FieldModel:
         or a NaN inside the model's grid points, is an error naming the coordinates, except
         that samples NaN everywhere (or, under ``nan_policy="drop_samples"``, NaN anywhere)
         get NaN scores.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+        ...                      dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]})
+        >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+        >>> model.transform(field.isel(time=slice(0, 4))).sizes
+        Frozen({'time': 4, 'mode': 2})
         """
         self._check()
         layout = self.layout_
@@ -353,6 +380,15 @@ class FieldModel:
         """Fields from scores over ``(..., "mode")``: back onto the grid, weights undone.
 
         NaN where the model has no data, and for scores that are NaN.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+        ...                      dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]})
+        >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+        >>> model.inverse_transform(model.scores_).dims
+        ('time', 'lat', 'lon')
         """
         self._check()
         if MODE not in scores.dims:
@@ -378,6 +414,15 @@ class FieldModel:
 
         ``weighted=True``: in the weighted space the model saw (orthonormal there, as xeofs);
         ``False``: with the weights divided out.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+        ...                      dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]})
+        >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+        >>> model.components().dims
+        ('mode', 'lat', 'lon')
         """
         self._check()
         if not hasattr(self.model_, "components_"):
@@ -398,6 +443,15 @@ class FieldModel:
         is ``p`` standard deviations of the training scores, and 0 on the others, in the data's
         units. For PCA these are ``mean + p σ component``; for kernel PCA they trace the curved
         path of the mode through the data (the model's pre-image method is used).
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+        ...                      dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]})
+        >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+        >>> model.patterns([-1.0, 1.0]).sizes
+        Frozen({'mode': 2, 'position': 2, 'lat': 2, 'lon': 3})
         """
         self._check()
         k = self.model_.n_components_
@@ -411,14 +465,34 @@ class FieldModel:
         return out.assign_attrs(self._attrs())
 
     def explained_variance(self) -> xr.DataArray:
-        """Variance along each mode (the estimator's ``explained_variance_``)."""
+        """Variance along each mode (the estimator's ``explained_variance_``).
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+        ...                      dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]})
+        >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+        >>> model.explained_variance().dims
+        ('mode',)
+        """
         self._check()
         return xr.DataArray(self.model_.explained_variance_, dims=MODE,
                             coords={MODE: self._modes()}, name="explained_variance",
                             attrs=self._attrs())
 
     def explained_variance_ratio(self) -> xr.DataArray:
-        """Fraction of the total (weighted) variance along each mode."""
+        """Fraction of the total (weighted) variance along each mode.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+        ...                      dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]})
+        >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+        >>> model.explained_variance_ratio()["mode"].values.tolist()
+        [1, 2]
+        """
         self._check()
         return xr.DataArray(self.model_.explained_variance_ratio_, dims=MODE,
                             coords={MODE: self._modes()}, name="explained_variance_ratio",

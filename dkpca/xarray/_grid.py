@@ -158,6 +158,17 @@ class GridLayout:
     sample_dims : tuple of str
     variables : list of VariableLayout
         In the order they are joined along the features.
+
+    Examples
+    --------
+    >>> field = xr.DataArray(np.arange(12.0).reshape(2, 2, 3), dims=("time", "y", "x"))
+    >>> masks = [np.array([False, True, True, True, True, True])]  # (y=0, x=0) is land
+    >>> layout = build_layout(field, ("time",), None, [np.ones(6)], masks, [~masks[0]])
+    >>> layout.feature_dims(field), layout.matrix(field).shape, int(layout.kept.sum())
+    (('y', 'x'), (2, 6), 5)
+    >>> layout.on_grid(np.ones((2, 5)), {"time": None}, "ones").values[0]
+    array([[nan,  1.,  1.],
+           [ 1.,  1.,  1.]])
     """
 
     kind: str
