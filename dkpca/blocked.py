@@ -32,10 +32,10 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse
-from threadpoolctl import threadpool_limits
 
 from . import _progress
 from .kernels import Kernel
+from .linalg import blas_controller
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -90,7 +90,7 @@ def single_threaded_blas() -> Iterator[None]:
     whole ``dask.compute`` from the calling thread, never inside tasks (entering and leaving
     limits from several worker threads races and can leave BLAS single-threaded for good).
     """
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_controller().limit(limits=1, user_api="blas"):
         yield
 
 

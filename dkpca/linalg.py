@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +17,15 @@ import numpy as np
 import scipy.linalg
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["KrylovResult", "block_krylov_eigh", "crossproduct", "flip_signs", "top_eigh"]
+__all__ = [
+    "KrylovResult",
+    "blas_controller",
+    "blas_single_threaded",
+    "block_krylov_eigh",
+    "crossproduct",
+    "flip_signs",
+    "top_eigh",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +47,39 @@ def flip_signs(vectors: np.ndarray) -> np.ndarray:
     return vectors
 
 
-@functools.cache
-def _blas_controller() -> ThreadpoolController:
+def blas_controller() -> ThreadpoolController:
+    """Return a cached ``threadpoolctl`` controller of the process's BLAS libraries.
+
+    Building a controller scans every loaded library (a quarter of a MiB of transient objects
+    and a few milliseconds); the cache is rebuilt when modules were imported since, which is
+    when a new BLAS can appear.
+
+    Examples
+    --------
+    >>> with blas_controller().limit(limits=1, user_api="blas"):
+    ...     blas_single_threaded()
+    True
+    """
+    return _controller_for(len(sys.modules))
+
+
+@functools.lru_cache(maxsize=1)
+def _controller_for(module_count: int) -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _blas_single_threaded() -> bool:
+def blas_single_threaded() -> bool:
+    """Whether BLAS runs on one thread now (inside dkpca's tasks, or under a threadpool limit).
+
+    Examples
+    --------
+    >>> from threadpoolctl import threadpool_limits
+    >>> with threadpool_limits(1, user_api="blas"):
+    ...     blas_single_threaded()
+    True
+    """
     threads = [
-        lib.get_num_threads() for lib in _blas_controller().select(user_api="blas").lib_controllers
+        lib.get_num_threads() for lib in blas_controller().select(user_api="blas").lib_controllers
     ]
     return bool(threads) and max(threads) == 1
 
@@ -65,7 +99,7 @@ def crossproduct(A: np.ndarray) -> np.ndarray:
     array([[10., 14.],
            [14., 20.]])
     """
-    if A.dtype not in (np.float32, np.float64) or not _blas_single_threaded():
+    if A.dtype not in (np.float32, np.float64) or not blas_single_threaded():
         return A.T @ A.copy()
     syrk = scipy.linalg.get_blas_funcs("syrk", (A,))
     # syrk(a, trans=0) is a aᵀ, trans=1 is aᵀ a; hand it whichever is Fortran-ordered (no copy).

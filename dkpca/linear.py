@@ -28,8 +28,9 @@ from ._validation import (
     validate_params,
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
-from .io import as_dask
+from .io import as_array, as_dask
 from .linalg import crossproduct, flip_signs, top_eigh
+from .moments import moments_in_memory, shifted_moments
 from .solvers import ComponentRule, fit_pca_sketch
 
 __all__ = ["PCA"]
@@ -139,21 +140,22 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self : PCA
         """
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
-        Xd = as_dask(X)
-        check_samples(Xd, "PCA")
-        n, d = Xd.shape
+        # NaN and infinity reach the accumulated statistics, which are checked: no extra pass.
+        Xa = as_array(X, check_finite=False)
+        check_samples(Xa, "PCA")
+        n, d = Xa.shape
         check_n_components(self.n_components, min(n, d), "PCA")
         rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue)
         solver = self.solver if self.solver != "auto" else ("covariance" if n > d else "gram")
         if solver == "sketch":
             sketch = make_sketch(self, d, rule, "PCA")
             mean, eigenvalues, vectors, total = fit_pca_sketch(
-                Xd, rule, sketch=sketch, refine=self.refine
+                as_dask(Xa), rule, sketch=sketch, refine=self.refine
             )
         elif solver == "covariance":
-            mean, eigenvalues, vectors, total = self._fit_covariance(Xd, rule)
+            mean, eigenvalues, vectors, total = self._fit_covariance(Xa, rule)
         else:
-            mean, eigenvalues, vectors, total = self._fit_gram(Xd, rule)
+            mean, eigenvalues, vectors, total = self._fit_gram(Xa, rule)
         variances = eigenvalues / (n - 1)
         m = rule.select(variances, total)
         self.mean_ = mean
@@ -169,15 +171,18 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _fit_covariance(
-        self, X: da.Array, rule: ComponentRule
+        self, X: np.ndarray | da.Array, rule: ComponentRule
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         n = X.shape[0]
-        # Moments around the first sample (accurate for data far from the origin), taken from
-        # inside the graph: one pass, one compute.
-        shift = X[:1].astype(np.float64).to_delayed().ravel()[0]
-        parts = [dask.delayed(_shifted_moments)(b, shift) for b in X.to_delayed().ravel()]
-        moments, shift = compute(tree_sum(parts), shift)
-        shift = shift[0]
+        # Moments around the first sample (accurate for data far from the origin), in one pass.
+        if isinstance(X, np.ndarray):  # in memory: one thread per core, no task graph
+            shift = X[0].astype(np.float64)
+            moments = moments_in_memory(X, shift)
+        else:  # one task per row chunk; the shift comes from inside the graph: one compute
+            shift = X[:1].astype(np.float64).to_delayed().ravel()[0]
+            parts = [dask.delayed(_chunk_moments)(b, shift) for b in X.to_delayed().ravel()]
+            moments, shift = compute(tree_sum(parts), shift)
+            shift = shift[0]
         _check_finite_statistics(moments)
         mean_shift, cross = moments[0] / n, moments[1:]
         cov = cross - n * np.outer(mean_shift, mean_shift)  # n × covariance, around the mean
@@ -187,16 +192,21 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return shift + mean_shift, eigenvalues, vectors, total
 
     def _fit_gram(
-        self, X: da.Array, rule: ComponentRule
+        self, X: np.ndarray | da.Array, rule: ComponentRule
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         n, d = X.shape
-        width = max(1, parse_size(self.block_size, "block_size", "PCA") // (n * X.dtype.itemsize))
-        columns = X.rechunk((-1, min(d, width)))
+        block_bytes = parse_size(self.block_size, "block_size", "PCA")
+        width = min(d, max(1, block_bytes // (n * X.dtype.itemsize)))
+        in_memory = isinstance(X, np.ndarray)
+        # In-memory data is cut into column views of the caller's array (no copy).
+        columns = (da.from_array(X, chunks=(-1, width), name=False) if in_memory
+                   else X.rechunk((-1, width)))
         parts = [dask.delayed(_dot_matrix)(b) for b in columns.to_delayed().ravel()]
-        # Data that fits in one block comes along with the Gram matrix: no second pass.
-        small = n * d * X.dtype.itemsize <= parse_size(self.block_size, "block_size", "PCA")
+        # Lazy data that fits in one block comes along with the Gram matrix: no second pass.
+        small = not in_memory and n * d * X.dtype.itemsize <= block_bytes
         G, mean, *held = compute(tree_sum(parts), columns.mean(axis=0, dtype=np.float64),
                                  *([X] if small else []))
+        held = [X] if in_memory else held
         _check_finite_statistics(G, mean)
         row_means = G.mean(axis=0)
         center_kernel_inplace(G, row_means, float(row_means.mean()))
@@ -209,7 +219,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v = Xᵀ v.
         dual = (dual - dual.mean(axis=0)) / np.sqrt(eigenvalues)
         if held:
-            vectors = held[0].T.astype(np.float64) @ dual
+            vectors = held[0].T.astype(np.float64, copy=False) @ dual
         else:
             (vectors,) = compute(columns.T.astype(np.float64) @ da.from_array(dual))
         return mean, eigenvalues, flip_signs(vectors), total
@@ -251,15 +261,13 @@ def _check_finite_statistics(*statistics: np.ndarray) -> None:
         raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
 
 
-def _shifted_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """Column sums (first row) stacked on the cross-product matrix of ``block - shift``."""
-    Y = block.astype(np.float64) - shift
-    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
-        return np.vstack([Y.sum(axis=0), crossproduct(Y)])
+def _chunk_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """:func:`~dkpca.moments.shifted_moments` of a task's chunk around the ``(1, d)`` shift."""
+    return shifted_moments(block, shift[0])
 
 
 def _dot_matrix(block: np.ndarray) -> np.ndarray:
     """``B Bᵀ`` of one feature chunk, in float64."""
-    B = block.astype(np.float64)
+    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
         return crossproduct(B.T)

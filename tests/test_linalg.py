@@ -37,7 +37,7 @@ def test_crossproduct_matches_gemm(dtype, order, blas_threads, monkeypatch):
     )
     with threadpool_limits(limits=blas_threads, user_api="blas"):
         G = crossproduct(A)
-        single = linalg._blas_single_threaded()
+        single = linalg.blas_single_threaded()
     expected = A.astype(np.float64).T @ A.astype(np.float64)
     assert G.dtype == A.dtype
     tol = 1e-5 if dtype == np.float32 else 1e-12

@@ -165,7 +165,7 @@ def _nystrom_eigenpairs(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def _sketch_moments(block: np.ndarray, W: np.ndarray) -> np.ndarray:
     """Stack ``[Σ x; Σ x∘x; Σ s; Sᵀ S]`` of one row chunk, with ``S = block W`` (float64)."""
-    B = block.astype(np.float64)
+    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
     S = B @ W
     q, d = W.shape[1], B.shape[1]
     out = np.zeros((3 + q, max(d, q)))
@@ -178,13 +178,13 @@ def _back_projection(
     block: np.ndarray, W: np.ndarray, shift: np.ndarray, U: np.ndarray
 ) -> np.ndarray:
     """``Bᵀ ((B W - shift) U)`` of one row chunk: eq. (21)'s ``X_cᵀ v`` before scaling."""
-    B = block.astype(np.float64)
+    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
     return B.T @ ((B @ W - shift) @ U)
 
 
 def _scatter_product(block: np.ndarray, V: np.ndarray) -> np.ndarray:
     """``Bᵀ (B V)`` of one row chunk."""
-    B = block.astype(np.float64)
+    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
     return B.T @ (B @ V)
 
 
