@@ -18,6 +18,15 @@ recorded as such. The eigenvalue column compares the two libraries' leading eige
 (``PCA.explained_variance_ · (n - 1)`` against ``eigenvalues_``; different landmarks, so
 agreement to about 1 % is expected, not exactness).
 
+With ``--phases`` dkpca's fit is taken apart and each phase timed on its own (threads, in-memory
+rows): landmark selection; the ``k(x, L)`` work of the moments pass alone (its GEMM and
+``exp``, strip by strip as in the pass); the whole moments pass, and so ``moments`` = moments
+pass − k(x, L), the ``n m²`` product; the rest of the fit (``K_LL``, its inverse square root
+and the ``m × m`` eigenproblem, ``fit_nystrom`` minus the pass); and the transform of all
+``n`` rows. Each is set against its bound: its flops at this machine's float32 GEMM, ``syrk``
+and ``exp`` rates, measured in the same process with every core busy and one BLAS thread
+each, as the tasks run.
+
 With ``--cluster WORKERS MEMORY`` dkpca instead runs fit *and* transform (scores written to
 Zarr) from the Zarr array on a ``LocalCluster`` of ``WORKERS`` single-threaded worker processes
 limited to ``MEMORY`` each; it records the wall time, the largest worker's peak resident set
@@ -28,6 +37,7 @@ Usage::
     python benchmarks/bench_nystrom.py                       # n = 1e5, 1e6; m = 1000, 2000
     python benchmarks/bench_nystrom.py --n 10000000 --m 1000 --zarr --skip-sklearn
     python benchmarks/bench_nystrom.py --n 16000000 --m 1000 --cluster 2 512MiB
+    python benchmarks/bench_nystrom.py --n 1000000 --m 1000 2000 --phases
 """
 
 from __future__ import annotations
@@ -129,7 +139,104 @@ def _fit_on_cluster(n: int, m: int, workers: int, memory: str) -> dict[str, Any]
             "other_load": monitor.other_load}
 
 
+def _kernel_only(block: np.ndarray, landmarks: np.ndarray, kernel: Any, strip: int) -> float:
+    """The k(x, L) work of one chunk's moments pass, strip by strip, reduced to a number."""
+    total = 0.0
+    for start in range(0, block.shape[0], strip):
+        total += float(kernel.pairwise(block[start : start + strip], landmarks)[0, 0])
+    return total
+
+
+def machine_rates(cores: int) -> dict[str, float]:
+    """Per-core float32 rates, measured the way tasks run: every core busy, one BLAS thread each."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    operands = [(rng.standard_normal((2000, 1000), dtype=np.float32),
+                 rng.standard_normal((1000, 1000), dtype=np.float32)) for _ in range(cores)]
+    works = {
+        "gemm": (lambda A, B: A @ B, 2 * 2000 * 1000 * 1000),
+        "syrk": (lambda A, B: A.T @ A, 2000 * 1000 * 1000),  # numpy: syrk on one buffer
+        "exp": (lambda A, B: np.exp(A), 2000 * 1000),
+    }
+    rates = {}
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(cores) as pool:
+        for name, (work, amount) in works.items():
+            def repeat(pair, work=work):
+                for _ in range(10):
+                    work(*pair)
+            list(pool.map(repeat, operands))  # warm
+            start = time.perf_counter()
+            list(pool.map(repeat, operands))
+            rates[name] = 10 * amount / (time.perf_counter() - start)
+    return rates
+
+
+def phase_bounds(n: int, m: int, rates: dict[str, float], cores: int) -> dict[str, float]:
+    """Seconds each phase's arithmetic needs at the measured per-core rates on ``cores`` cores."""
+    kernel = (2 * n * D * m / rates["gemm"] + n * m / rates["exp"]) / cores
+    moments = n * m * m / rates["syrk"] / cores
+    return {"landmarks": float("nan"), "k(x, L)": kernel, "moments pass": kernel + moments,
+            "moments": moments, "m × m eigenproblems": float("nan"),
+            "transform": kernel + 2 * n * m * K / rates["gemm"] / cores}
+
+
+def _phases(n: int, m: int, use_zarr: bool) -> dict[str, Any]:
+    """Wall time of each phase of dkpca's Nyström fit, run one by one on the same data."""
+    import os
+    import time
+
+    import dask
+    import dask.array as da
+
+    import dkpca
+    from dkpca.blocked import STRIP_BYTES, compute, tree_sum, worker_block_bytes
+    from dkpca.kernels import RBF
+    from dkpca.solvers import ComponentRule
+    from dkpca.solvers._landmarks import select_landmarks
+    from dkpca.solvers.nystrom import _kernel_moments, fit_nystrom
+
+    X = da.from_zarr(zarr_data(n)) if use_zarr else da.from_array(make_data(n),
+                                                                  chunks=(CHUNK, -1))
+    kernel, block_bytes = RBF(gamma=1 / D), 128 * 2**20
+    dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom", n_landmarks=10,
+                    random_state=0).fit(X[:2000])  # lazy imports out of the timings
+    times = {}
+    start = time.perf_counter()
+    landmarks = select_landmarks(kernel, X, m, "uniform", rng=np.random.default_rng(0),
+                                 block_bytes=block_bytes)
+    times["landmarks"] = time.perf_counter() - start
+    strip = max(1, min(worker_block_bytes(block_bytes) // 4, STRIP_BYTES)
+                // (m * X.dtype.itemsize))  # as fit_nystrom
+    chunks = X.to_delayed().ravel()
+    start = time.perf_counter()
+    compute(tree_sum([dask.delayed(_kernel_only)(b, landmarks, kernel, strip) for b in chunks]))
+    times["k(x, L)"] = time.perf_counter() - start
+    shift = kernel.pairwise(landmarks).astype(np.float64).mean(axis=0)
+    start = time.perf_counter()
+    compute(tree_sum([dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
+                      for b in chunks]))
+    times["moments pass"] = time.perf_counter() - start
+    times["moments"] = times["moments pass"] - times["k(x, L)"]
+    start = time.perf_counter()
+    basis = fit_nystrom(kernel, X, landmarks, ComponentRule.from_params(K, None),
+                        block_bytes=block_bytes)
+    times["m × m eigenproblems"] = time.perf_counter() - start - times["moments pass"]
+    start = time.perf_counter()
+    compute(basis.transform(X).sum(axis=0))
+    times["transform"] = time.perf_counter() - start
+    cores = len(os.sched_getaffinity(0))
+    return {"times": times, "bounds": phase_bounds(n, m, machine_rates(cores), cores),
+            "cores": cores}
+
+
 def _child(library: str, n: int, m: int, use_zarr: bool, results: mp.Queue) -> None:
+    if library == "phases":
+        results.put(_phases(n, m, use_zarr))
+        return
     if library.startswith("cluster:"):
         _, workers, memory = library.split(":")
         results.put(_fit_on_cluster(n, m, int(workers), memory))
@@ -163,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zarr", action="store_true", help="dkpca reads X from Zarr")
     parser.add_argument("--skip-sklearn", action="store_true")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--phases", action="store_true",
+                        help="time each phase of dkpca's fit against its bound instead")
     parser.add_argument("--cluster", nargs=2, metavar=("WORKERS", "MEMORY"),
                         help="dkpca fit + transform on a LocalCluster from Zarr")
     args = parser.parse_args(argv)
@@ -170,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dkpca: {dkpca_source()}\n")
     if args.cluster:
         return _cluster_table(args)
+    if args.phases:
+        return _phase_table(args)
     rows = []
     for n in args.n:
         for m in args.m:
@@ -195,6 +306,25 @@ def main(argv: list[str] | None = None) -> int:
          "dkpca peak MiB", "memory ratio (dkpca/sklearn)", "λ1 rel. diff", "other load"],
         rows,
     ))
+    return 0
+
+
+def _phase_table(args: argparse.Namespace) -> int:
+    rows = []
+    for n in args.n:
+        for m in args.m:
+            record = measure("phases", n, m, args.zarr, args.timeout)
+            if record["status"] != "ok":
+                rows.append([f"{n:,}", m, record["status"], "", "", ""])
+                continue
+            for phase, seconds in record["times"].items():
+                bound = record["bounds"][phase]
+                rows.append([f"{n:,}", m, phase, f"{seconds:.2f}",
+                             "" if np.isnan(bound) else f"{bound:.2f}",
+                             "" if np.isnan(bound) else f"{seconds / bound:.2f}"])
+                print(rows[-1], flush=True)
+    print()
+    print(markdown_table(["n", "m", "phase", "seconds", "bound s", "time / bound"], rows))
     return 0
 
 

@@ -67,6 +67,10 @@ TILE_SHARE = 1 / 6
 
 #: Smallest tile budget, however small the workers: below it scheduling costs dominate.
 MIN_BLOCK_BYTES = 2**20
+#: Most bytes of one strip of kernel values that is read again right after it is made (the
+#: ``exp``, a product, a sum): a few such strips fit the shared cache at once, and products on
+#: a thousand rows already run at the GEMM rate.
+STRIP_BYTES = 8 * 2**20
 
 
 def tile_rows(itemsize: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
@@ -164,7 +168,7 @@ def _strip_product(
     kernel: Kernel, Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray, block_bytes: int
 ) -> np.ndarray:
     """``K(Xi, Yj) @ Vj``, in row strips so that the kernel strip stays under ``block_bytes``."""
-    strip = max(1, block_bytes // max(1, Yj.shape[0] * Xi.dtype.itemsize))
+    strip = max(1, min(block_bytes, STRIP_BYTES) // max(1, Yj.shape[0] * Xi.dtype.itemsize))
     out = np.empty((Xi.shape[0], Vj.shape[1]), dtype=np.result_type(Xi.dtype, Vj.dtype))
     for start in range(0, Xi.shape[0], strip):
         stop = min(start + strip, Xi.shape[0])

@@ -87,10 +87,12 @@ def blas_single_threaded() -> bool:
 def crossproduct(A: np.ndarray) -> np.ndarray:
     """Return ``Aᵀ A`` of a 2-D array, through BLAS ``syrk`` (half a GEMM's work) when safe.
 
-    OpenBLAS's multithreaded ``syrk`` can crash or return garbage on large products (API-NOTES
-    §9.5), so it is used only while BLAS runs on one thread, as inside dkpca's tasks (see
-    :func:`dkpca.blocked.compute`); otherwise the product is a GEMM on a copy, which never
-    reaches ``syrk``.
+    numpy multiplies a buffer by its own transpose with ``syrk`` and releases the GIL while it
+    runs, so tasks on several threads overlap (scipy's ``syrk`` wrapper holds the GIL, which
+    serialised them). OpenBLAS's multithreaded ``syrk`` can crash or return garbage on large
+    products (API-NOTES §9.5), so that path is taken only while BLAS runs on one thread, as
+    inside dkpca's tasks (see :func:`dkpca.blocked.compute`); otherwise the product is a GEMM
+    on a copy, which never reaches ``syrk``.
 
     Examples
     --------
@@ -99,13 +101,9 @@ def crossproduct(A: np.ndarray) -> np.ndarray:
     array([[10., 14.],
            [14., 20.]])
     """
-    if A.dtype not in (np.float32, np.float64) or not blas_single_threaded():
-        return A.T @ A.copy()
-    syrk = scipy.linalg.get_blas_funcs("syrk", (A,))
-    # syrk(a, trans=0) is a aᵀ, trans=1 is aᵀ a; hand it whichever is Fortran-ordered (no copy).
-    G = syrk(1.0, A.T, trans=0) if A.flags.c_contiguous else syrk(1.0, A, trans=1)
-    G += np.triu(G, 1).T  # syrk fills the upper triangle only; the lower one is zero
-    return G
+    if A.dtype in (np.float32, np.float64) and blas_single_threaded():
+        return A.T @ A
+    return A.T @ A.copy()
 
 
 def top_eigh(

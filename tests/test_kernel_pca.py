@@ -66,7 +66,10 @@ def test_randomized_matches_sklearn_dense(request, dataset, kernel, global_rando
         n_components, kernel=kernel, solver="randomized", random_state=global_random_seed
     ).fit(X)
     assert kp.solver_ == "randomized"
-    np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-4)
+    # The Krylov residuals are relative to the largest eigenvalue, and so is the accuracy of a
+    # tail eigenvalue 1e4 times smaller (sigmoid on moons: 6e-9 of λ1 with scipy 1.17.1).
+    np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-4,
+                               atol=1e-8 * ref.eigenvalues_[0])
     got, expected = kp.transform(X_new), ref.transform(X_new)
     np.testing.assert_allclose(
         match_signs(got, expected), expected, atol=1e-3 * np.abs(expected).max()

@@ -119,7 +119,9 @@ def test_shift_keeps_a_nearly_constant_kernel_exact():
     exact = K @ V
     error = np.abs(product - exact).max()
     assert error < 1e-3 * np.abs(naive - exact).max()
-    assert error < 1e-6 * np.abs(exact).max()
+    # Within float32 rounding of the stored variation (not of the entries, ~1): the bound is
+    # eps32 |K - c| |V|; the error's share of it depends on the CPU's BLAS kernels (0.4 here).
+    assert error < np.finfo(np.float32).eps * (np.abs(K - K.mean()) @ np.abs(V)).max()
 
 
 def test_rbf_tiles_near_zero_and_near_one_keep_their_digits():

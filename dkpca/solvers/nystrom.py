@@ -22,7 +22,13 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from dkpca.blocked import compute, kernel_diagonal, tree_sum, worker_block_bytes
+from dkpca.blocked import (
+    STRIP_BYTES,
+    compute,
+    kernel_diagonal,
+    tree_sum,
+    worker_block_bytes,
+)
 from dkpca.kernels import Kernel
 from dkpca.linalg import crossproduct, flip_signs, top_eigh
 
@@ -143,9 +149,11 @@ def fit_nystrom(
         (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
         return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
     R = inverse_sqrt(K_LL) if feature_map is None else feature_map
-    # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile: m x m
-    # moments need no more, and products on a few thousand rows already run at full speed.
-    strip = max(1, worker_block_bytes(block_bytes) // (4 * m * X.dtype.itemsize))
+    # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile, and at
+    # most STRIP_BYTES: the strip is read four times (exp, shift, sum, syrk), from the shared
+    # cache while it fits there, and products on a thousand rows already run at full speed.
+    strip = max(1, min(worker_block_bytes(block_bytes) // 4, STRIP_BYTES)
+                // (m * X.dtype.itemsize))
     shift = K_LL.mean(axis=0)  # the landmarks' mean kernel row: near the data's mean k(x, L)
     parts = [
         dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
