@@ -24,6 +24,8 @@ test-all: $(STAMP)
 	DASK_ARRAY__QUERY_PLANNING=False $(PY) -m pytest -q -m "slow or not slow"
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[test,plot,bench]"
+	$(PY) benchmarks/bench_pca.py
 	$(PY) benchmarks/bench_kernel.py
 	$(PY) benchmarks/bench_kpca.py
 	$(PY) benchmarks/bench_nystrom.py
