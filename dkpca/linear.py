@@ -90,7 +90,10 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     -----
     Covariance: time ``O(n d²)``, memory ``d²``. Gram: time ``O(n² d)``, memory ``n²``.
     Covariance accumulates around the first sample (a shift that keeps the one-pass formula
-    accurate when the mean is large compared with the spread).
+    accurate when the mean is large compared with the spread; see :mod:`dkpca.moments`). A
+    numpy array is read in place, never copied, by one thread per core; a dask array (or
+    Zarr) gives one task per row chunk. NaN and infinity are found in the accumulated
+    statistics, so checking them costs no pass of its own.
 
     Examples
     --------
