@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-all bench lint clean
+.PHONY: run test test-all bench lint docs gallery docs-inventories clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +33,22 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_selection.py
 	$(PY) benchmarks/bench_loo.py
 
+# The Sphinx site, warnings as errors, then its internal links (no network needed).
+docs: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[test,plot,docs]"
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	$(PY) docs/check_links.py docs/_build/html
+
+# Rerun every example at full settings; the figures and output land in docs/_static/gallery.
+gallery: $(STAMP)
+	MPLBACKEND=Agg $(PY) docs/run_examples.py
+
+docs-inventories: $(STAMP)
+	$(PY) docs/make_inventories.py
+
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff
-	$(VENV)/bin/ruff check dkpca tests benchmarks
+	$(VENV)/bin/ruff check dkpca tests benchmarks examples docs
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache docs/_build docs/api/generated docs/gallery docs/cli.rst

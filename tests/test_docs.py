@@ -1,0 +1,125 @@
+"""The documentation's promises that hold without building it (``make docs`` builds it)."""
+
+import importlib
+import inspect
+import json
+import pkgutil
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import dkpca
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS))
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import check_links
+import dkpca_docs
+
+
+def _public_modules():
+    yield dkpca
+    for info in pkgutil.walk_packages(dkpca.__path__, "dkpca."):
+        if not any(part.startswith("_") for part in info.name.split(".")[1:]):
+            yield importlib.import_module(info.name)
+
+
+def _documented_objects():
+    """The objects the API reference lists, resolved from its autosummary entries."""
+    found, module = [], None
+    for line in (DOCS / "api" / "index.rst").read_text().splitlines():
+        if line.startswith(".. currentmodule::"):
+            module = importlib.import_module(line.split("::")[1].strip())
+        elif re.fullmatch(r"   [A-Za-z_][A-Za-z0-9_]*", line) and module is not None:
+            found.append((f"{module.__name__}.{line.strip()}", getattr(module, line.strip())))
+    return found
+
+
+def test_every_public_class_and_function_is_in_the_api_reference():
+    documented = {id(obj) for _, obj in _documented_objects()}
+    missing = sorted(
+        f"{module.__name__}.{name}"
+        for module in _public_modules()
+        for name in getattr(module, "__all__", [])
+        if (inspect.isclass(obj := getattr(module, name)) or inspect.isfunction(obj))
+        and id(obj) not in documented
+    )
+    assert not missing, f"add to docs/api/index.rst: {missing}"
+
+
+def test_the_api_reference_lists_each_object_once():
+    entries = _documented_objects()
+    counts = {}
+    for name, obj in entries:
+        counts.setdefault(id(obj), []).append(name)
+    assert not [names for names in counts.values() if len(names) > 1]
+
+
+def test_every_cli_command_is_in_the_reference():
+    page = dkpca_docs.command_line_page()
+    from dkpca.cli import _parser
+
+    (commands,) = (action for action in _parser()._actions
+                   if action.__class__.__name__ == "_SubParsersAction")
+    assert set(commands.choices) >= {"select", "fit", "transform", "denoise", "fields", "info",
+                                     "demo"}
+    for name in commands.choices:
+        assert f"\ndkpca {name}\n" in page
+        assert f"usage: dkpca {name}" in page
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.stem)
+def test_gallery_has_figures_for_every_example(script):
+    folder = DOCS / "_static" / "gallery" / script.stem
+    run = json.loads((folder / "run.json").read_text())
+    assert run["figures"], f"{script.name}: no figure"
+    assert sorted(p.name for p in folder.glob("*.png")) == sorted(run["figures"])
+    assert re.fullmatch(r"[0-9a-f]{7,}(\+dirty)?", run["commit"])
+    assert run["command"].startswith(f".venv/bin/python examples/{script.name}")
+    assert (folder / "output.txt").read_text().strip()
+    page = dkpca_docs.gallery_page(script)
+    for figure in run["figures"]:
+        assert f"/_static/gallery/{script.stem}/{figure}" in page
+
+
+@pytest.mark.parametrize(
+    ("paper", "results"),
+    [
+        ("LOO paper", ["Fig. 6", "Fig. 7", "Fig. 8", "§4.2"]),
+        ("MDD paper", ["Table I", "Fig. 7"]),
+        ("tutorial", ["Fig. 8", "Fig. 9"]),
+    ],
+)
+def test_reproductions_page_covers_the_papers_results(paper, results):
+    text = (DOCS / "reproductions.rst").read_text()
+    for result in results:
+        assert result in text, f"{paper}: {result}"
+    for script in ("variance_inflation.py", "model_selection_toy.py", "denoising_toy_digits.py",
+                   "approximations_digits.py"):
+        assert f"examples/{script}" in text
+
+
+def test_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) < 120
+    text = "\n".join(lines)
+    assert "make run" in text and "make test" in text and "make docs" in text
+
+
+def test_link_checker_finds_missing_pages_and_anchors(tmp_path):
+    (tmp_path / "a.html").write_text(
+        '<h1 id="top">A</h1><a href="b.html#here">ok</a><a href="b.html#gone">anchor</a>'
+        '<a href="missing.html">page</a><a href="https://example.org/x">external</a>'
+        '<img src="img/p.png"><a href="#top">self</a>'
+    )
+    (tmp_path / "b.html").write_text('<p id="here">B</p>')
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "p.png").write_bytes(b"png")
+    assert check_links.broken_links(tmp_path) == [
+        "a.html: b.html#gone (no such anchor)",
+        "a.html: missing.html",
+    ]
