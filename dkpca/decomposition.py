@@ -210,18 +210,18 @@ default="auto"
 
     Attributes
     ----------
-    eigenvalues_ : ndarray (n_components_,)
+    eigenvalues_ : ndarray (n_components,)
         Eigenvalues of the centred training kernel matrix, descending.
-    explained_variance_ : ndarray (n_components_,)
+    explained_variance_ : ndarray (n_components,)
         ``eigenvalues_ / n_samples``: variance along each component in feature space.
-    explained_variance_ratio_ : ndarray (n_components_,)
+    explained_variance_ratio_ : ndarray (n_components,)
         Fraction of the total feature-space variance (trace of the centred kernel).
-    eigenvectors_ : ndarray (n_samples, n_components_)
+    eigenvectors_ : ndarray (n_samples, n_components)
         Unit eigenvectors of the centred training kernel matrix (of its approximation for
         the sketch and Nyström solvers). Nyström on lazy input keeps them lazy: a dask array.
     landmarks_ : ndarray (n_landmarks, n_features)
         Nyström and fixed-size solvers: the landmarks; ICF: the pivots, in the order chosen.
-    entropy_trace_ : ndarray (n_iter_,)
+    entropy_trace_ : ndarray (n_iter,)
         Fixed-size solver: the working set's quadratic Renyi entropy at the start and after
         every iteration (non-decreasing).
     residual_trace_ : ndarray
@@ -241,7 +241,7 @@ default="auto"
         The fitted state used by ``transform`` and the pre-images.
     dual_coef_ : ndarray (n_preimage, n_features)
         With ``fit_inverse_transform``: the learned pre-image's ridge coefficients.
-    X_transformed_fit_ : ndarray (n_preimage, n_components_)
+    X_transformed_fit_ : ndarray (n_preimage, n_components)
         With ``fit_inverse_transform``: the training scores it regresses from.
     n_features_in_ : int
 
@@ -478,7 +478,7 @@ default="auto"
 
         Returns
         -------
-        scores : (n_samples, n_components_) array
+        scores : (n_samples, n_components) array
         """
         check_is_fitted(self, "basis_")
         Xd = as_dask(X, accept_sparse=True)

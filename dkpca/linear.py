@@ -72,14 +72,14 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
-    components_ : ndarray (n_components_, n_features)
-    explained_variance_ : ndarray (n_components_,)
+    components_ : ndarray (n_components, n_features)
+    explained_variance_ : ndarray (n_components,)
         Variance along each component, with ``n_samples - 1`` in the denominator as in
         scikit-learn.
-    explained_variance_ratio_ : ndarray (n_components_,)
-    singular_values_ : ndarray (n_components_,)
+    explained_variance_ratio_ : ndarray (n_components,)
+    singular_values_ : ndarray (n_components,)
     mean_ : ndarray (n_features,)
-    n_components_, n_samples_, n_features_in_ : int
+    n_components, n_samples_, n_features_in_ : int
     solver_ : str
 
     See Also

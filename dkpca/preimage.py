@@ -323,11 +323,11 @@ class PreimageMixin:
 
         Parameters
         ----------
-        Z : (n_samples, n_components_) array-like or dask array
+        Z : (n_samples, n_components) array-like or dask array
 
         Returns
         -------
-        X : (n_samples, n_features_in_) array
+        X : (n_samples, n_features_in) array
         """
         from dkpca._estimator import like_input
         from dkpca.io import as_dask
@@ -348,11 +348,11 @@ class PreimageMixin:
 
         Parameters
         ----------
-        X : (n_samples, n_features_in_) array-like, dask array, DataArray or Zarr path
+        X : (n_samples, n_features_in) array-like, dask array, DataArray or Zarr path
 
         Returns
         -------
-        X_denoised : (n_samples, n_features_in_) array
+        X_denoised : (n_samples, n_features_in) array
 
         Examples
         --------

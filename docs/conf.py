@@ -44,7 +44,27 @@ autodoc_default_options = {"members": True, "inherited-members": False, "show-in
 autodoc_typehints = "none"  # numpydoc's Parameters sections say it, once
 numpydoc_show_class_members = False  # autosummary lists them; avoids duplicate stubs
 numpydoc_class_members_toctree = False
-numpydoc_xref_param_type = False
+# Types in Parameters sections link to their projects (only these names; other words stay text).
+numpydoc_xref_param_type = True
+numpydoc_xref_ignore = "all"
+numpydoc_xref_aliases = {
+    "ndarray": "numpy.ndarray",
+    "Generator": "numpy.random.Generator",
+    "RandomState": "numpy.random.RandomState",
+    "DataArray": "xarray.DataArray",
+    "Dataset": "xarray.Dataset",
+    "dask array": "dask.array.Array",
+    "Client": "distributed.Client",
+    "KernelPCA": "dkpca.KernelPCA",
+    "PCA": "dkpca.PCA",
+    "Kernel": "dkpca.kernels.Kernel",
+    "KernelBasis": "dkpca.solvers.KernelBasis",
+    "ComponentRule": "dkpca.solvers.ComponentRule",
+    "Sketch": "dkpca.solvers.Sketch",
+    "ModelSelection": "dkpca.ModelSelection",
+    "Renormalizer": "dkpca.Renormalizer",
+    "FieldModel": "dkpca.xarray.FieldModel",
+}
 
 # CI has no network: the inventories of the projects we link to are generated from the
 # installed packages by their documented URL scheme (docs/make_inventories.py) and committed.
@@ -61,3 +81,15 @@ intersphinx_mapping = {
         "sklearn": "https://scikit-learn.org/stable/",
     }.items()
 }
+
+
+def _skip_sklearn_plumbing(app, what, name, obj, skip, options):
+    """Leave out scikit-learn's metadata-routing methods: they document sklearn, not dkpca."""
+    if name == "get_metadata_routing" or (name.startswith("set_") and name.endswith("_request")):
+        return True
+    return None
+
+
+def setup(app):
+    """Register the member filter."""
+    app.connect("autodoc-skip-member", _skip_sklearn_plumbing)

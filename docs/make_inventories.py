@@ -81,6 +81,18 @@ def python() -> list[Entry]:
         ("os.PathLike", "py:class", "library/os.html#os.PathLike"),
         ("logging", "py:module", "library/logging.html#module-logging"),
         ("threading.Lock", "py:class", "library/threading.html#threading.Lock"),
+        # what numpydoc links its default type names to
+        ("bltin-boolean-values", "std:label", "library/stdtypes.html#boolean-values"),
+        ("sequence", "std:term", "glossary.html#term-sequence"),
+        ("iterable", "std:term", "glossary.html#term-iterable"),
+        ("generator", "std:term", "glossary.html#term-generator"),
+        ("True", "py:data", "library/constants.html#True"),
+        ("False", "py:data", "library/constants.html#False"),
+        ("None", "py:data", "library/constants.html#None"),
+        ("contextlib.contextmanager", "py:function",
+         "library/contextlib.html#contextlib.contextmanager"),
+        ("collections.namedtuple", "py:function",
+         "library/collections.html#collections.namedtuple"),
     ]
     return entries
 
@@ -92,6 +104,10 @@ def numpy_entries() -> list[Entry]:
     entries += _methods(["numpy.ndarray"], generated)
     random = "reference/random/"
     entries += [
+        ("array_like", "std:term", "glossary.html#term-array_like"),  # numpydoc's array-like
+        ("arrays.scalars", "std:label", "reference/arrays.scalars.html#arrays-scalars"),
+        ("numpy.inf", "py:data", "reference/constants.html#numpy.inf"),
+        ("numpy.nan", "py:data", "reference/constants.html#numpy.nan"),
         ("numpy.random.Generator", "py:class", f"{random}generator.html#numpy.random.Generator"),
         ("numpy.random.default_rng", "py:function",
          f"{random}generator.html#numpy.random.default_rng"),
