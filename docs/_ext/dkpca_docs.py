@@ -108,10 +108,21 @@ def gallery_index(scripts: list[Path]) -> str:
     return "\n".join(parts)
 
 
+def _check_gallery_runs(scripts: list[Path]) -> None:
+    """Name every example whose committed run is missing, with the command that makes it."""
+    missing = [s.stem for s in scripts if not (GALLERY_FILES / s.stem / "run.json").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"no gallery run committed for {', '.join(missing)}: run "
+            f"`.venv/bin/python docs/run_examples.py {' '.join(missing)}` and commit "
+            "docs/_static/gallery/")
+
+
 def write_pages(app: Any) -> None:
     """``builder-inited``: write the generated pages into the source tree."""
     _write_if_changed(DOCS / "cli.rst", command_line_page())
     scripts = sorted((ROOT / "examples").glob("*.py"))
+    _check_gallery_runs(scripts)
     for script in scripts:
         _write_if_changed(DOCS / "gallery" / f"{script.stem}.rst", gallery_page(script))
     _write_if_changed(DOCS / "gallery" / "index.rst", gallery_index(scripts))
