@@ -81,7 +81,7 @@ def median_sigma2(data: xr.DataArray, rng: np.random.Generator) -> float:
 def phase_r2(train: xr.DataArray, test: xr.DataArray) -> tuple[float, float]:
     """R² of (cos θ, sin θ) from scores 1-2, regression fitted on ``train``, on train and test."""
     def design(s: xr.DataArray) -> np.ndarray:
-        return np.column_stack([s.isel(component=[0, 1]).values, np.ones(s.sizes["time"])])
+        return np.column_stack([s.isel(mode=[0, 1]).values, np.ones(s.sizes["time"])])
 
     def target(s: xr.DataArray) -> np.ndarray:
         return np.column_stack([np.cos(s.phase.values), np.sin(s.phase.values)])
@@ -108,17 +108,19 @@ def main() -> None:
     results = []
     print(f"{'':30}{'explained variance ratio':>27}   phase R²: train   test")
     for name, (model, data) in runs.items():
-        # Passing model= keeps a handle on the fitted estimator, to project the unseen days.
-        ds = data.isel(time=train).dkpca.fit_transform("time", model=model).compute()
-        scores_test = data.isel(time=test).dkpca.transform(model).compute()
-        ratios = " ".join(f"{r:5.2f}" for r in ds.explained_variance_ratio.values)
-        r2_train, r2_test = phase_r2(ds.scores, scores_test)
+        # A FieldModel keeps the grid, so it projects the unseen days onto the same modes.
+        fitted = data.isel(time=train).dkpca.fit("time", model=model)
+        scores = fitted.scores_.compute()
+        scores_test = data.isel(time=test).dkpca.transform(fitted).compute()
+        ratios = " ".join(f"{r:5.2f}" for r in fitted.explained_variance_ratio().values)
+        r2_train, r2_test = phase_r2(scores, scores_test)
         print(f"{name:30}   {ratios}   {r2_train:14.2f} {r2_test:6.2f}")
-        results.append((ds, scores_test))
-    (lin, lin_test), _, (kern, kern_test) = results
+        results.append((fitted, scores, scores_test))
+    (lin, lin_scores, lin_test), _, (kern, kern_scores, kern_test) = results
 
-    kern.to_zarr(out / "kpca-scores.zarr", mode="w", consolidated=False)
-    dkpca.save(kpca, out / "kpca-model.zarr", overwrite=True)
+    kern_scores.to_dataset(name="scores").to_zarr(out / "kpca-scores.zarr", mode="w",
+                                                  consolidated=False)
+    dkpca.save(kern, out / "kpca-model.zarr", overwrite=True)
     reloaded = dkpca.load(out / "kpca-model.zarr")
     np.testing.assert_allclose(field.isel(time=test).dkpca.transform(reloaded), kern_test)
 
@@ -127,12 +129,12 @@ def main() -> None:
     field.sel(time="2001-03-01").plot(ax=axes[0, 0], cmap="RdBu_r", center=0)
     axes[0, 0].set_title("Field on 2001-03-01: the warm blob")
     for k, ax in zip((1, 2), axes[0, 1:], strict=True):
-        lin.components.sel(component=k).plot(ax=ax, cmap="RdBu_r", center=0)
+        lin.components().sel(mode=k).plot(ax=ax, cmap="RdBu_r", center=0)
         ax.set_title(f"Linear PCA component {k} "
-                     f"({lin.explained_variance_ratio.sel(component=k).item():.0%} of variance)")
+                     f"({lin.explained_variance_ratio().sel(mode=k).item():.0%} of variance)")
     phase_style = {"cmap": "twilight", "vmin": 0, "vmax": 2 * np.pi}
-    for ax, scores, scores_test, title in [(axes[1, 0], lin.scores, lin_test, "Linear PCA"),
-                                          (axes[1, 1], kern.scores, kern_test, "RBF kernel PCA")]:
+    for ax, scores, scores_test, title in [(axes[1, 0], lin_scores, lin_test, "Linear PCA"),
+                                          (axes[1, 1], kern_scores, kern_test, "RBF kernel PCA")]:
         ax.scatter(scores[:, 0], scores[:, 1], c=scores.phase, s=10, label="train", **phase_style)
         points = ax.scatter(scores_test[:, 0], scores_test[:, 1], c=scores_test.phase, s=30,
                             marker="x", label="held-out", **phase_style)
@@ -142,16 +144,16 @@ def main() -> None:
     fig.colorbar(points, ax=axes[1, 1], label="hidden phase θ (rad)")
     # Ordinary days crowd the centre of the linear PCA plot; zoom in on them.
     inset = axes[1, 0].inset_axes([0.03, 0.15, 0.32, 0.36], xticks=[], yticks=[])
-    ordinary = lin.scores[~lin.scores.extreme]
+    ordinary = lin_scores[~lin_scores.extreme]
     inset.scatter(ordinary[:, 0], ordinary[:, 1], c=ordinary.phase, s=3, **phase_style)
     inset.set_title("ordinary days, zoomed", fontsize=9)
-    on_extremes = kern.scores[kern.scores.extreme].median("time")
+    on_extremes = kern_scores[kern_scores.extreme].median("time")
     axes[1, 1].annotate("extreme days", on_extremes.values[:2], xytext=(25, 25),
                         textcoords="offset points", arrowprops={"arrowstyle": "->"})
 
     ax = axes[1, 2]
-    kern.scores.sel(component=1).plot(ax=ax, label="train")
-    kern_test.sel(component=1).plot(ax=ax, label="held-out")
+    kern_scores.sel(mode=1).plot(ax=ax, label="train")
+    kern_test.sel(mode=1).plot(ax=ax, label="held-out")
     ax.fill_between(field.time, 0, 1, where=field.extreme, color="0.85",
                     transform=ax.get_xaxis_transform())
     ax.set(title="Kernel PCA component 1 (grey: extreme days)", ylabel="score 1", xlabel="time")

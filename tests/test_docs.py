@@ -3,8 +3,10 @@
 import importlib
 import inspect
 import json
+import os
 import pkgutil
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -123,3 +125,35 @@ def test_link_checker_finds_missing_pages_and_anchors(tmp_path):
         "a.html: b.html#gone (no such anchor)",
         "a.html: missing.html",
     ]
+
+
+# The gallery shows committed runs, so an example broken by an API change would go unnoticed
+# until the next `make gallery`: run the quick ones here, and every one in the slow suite.
+QUICK_EXAMPLES = {"sst_eofs": ["--quick"], "xarray_gridded": []}
+SLOW_EXAMPLES = {"approximations_digits": ["--repeats", "1"], "denoising_toy_digits": ["--quick"],
+                 "model_selection_toy": ["--quick"], "variance_inflation": ["--quick"]}
+
+
+def test_every_example_is_run_by_a_test():
+    assert set(QUICK_EXAMPLES) | set(SLOW_EXAMPLES) == {
+        p.stem for p in (ROOT / "examples").glob("*.py")}
+
+
+def _run_example(name, arguments, tmp_path):
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / f"{name}.py"), "--out", str(tmp_path), *arguments],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert list(tmp_path.rglob("*.png")), f"{name} wrote no figure"
+
+
+@pytest.mark.parametrize(("name", "arguments"), QUICK_EXAMPLES.items())
+def test_quick_example_runs(name, arguments, tmp_path):
+    _run_example(name, arguments, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "arguments"), SLOW_EXAMPLES.items())
+def test_example_runs(name, arguments, tmp_path):
+    _run_example(name, arguments, tmp_path)
