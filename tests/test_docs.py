@@ -110,6 +110,10 @@ def test_readme_is_a_front_page():
     assert len(lines) < 120
     text = "\n".join(lines)
     assert "make run" in text and "make test" in text and "make docs" in text
+    targets = re.findall(r"\]\(([^)#\s]+)\)", text)
+    assert any(t.endswith(".png") for t in targets), "the front page shows a picture"
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert not missing, f"README links to nothing: {missing}"
 
 
 def test_link_checker_finds_missing_pages_and_anchors(tmp_path):
