@@ -17,6 +17,9 @@ from typing import Any
 
 __all__ = ["add_parser", "run"]
 
+#: The ``--solver`` values linear PCA takes: its own choice (covariance or Gram), or a sketch.
+PCA_SOLVERS = ("auto", "sketch")
+
 #: Positions, in standard deviations of the training scores, of the written patterns.
 PATTERN_POSITIONS = (-2.0, -1.0, 1.0, 2.0)
 
@@ -50,7 +53,8 @@ def add_parser(commands: Any, parents: list, options: list[Callable]) -> None:
                        help="NaNs scattered among valid data: raise (default), leave out "
                             "their samples, or their grid points")
     group.add_argument("--method", choices=["pca", "kpca"], default="pca",
-                       help="pca (EOFs, default) or kpca (kernel PCA: the model options)")
+                       help="pca (EOFs, default; --solver auto or sketch, with --sketch, "
+                            "--sketch-dim) or kpca (kernel PCA: every model option)")
     group.add_argument("--patterns", action="store_true",
                        help="also write PCA's patterns at ±1, ±2 standard deviations "
                             "(always written for kpca)")
@@ -74,19 +78,19 @@ def _json_options(text: str) -> dict[str, Any]:
     return value
 
 
-def _estimator(args: argparse.Namespace) -> Any:
-    from dkpca.decomposition import KernelPCA
+def _estimator(args: argparse.Namespace, kernel_pca: Callable[[argparse.Namespace], Any]) -> Any:
+    """PCA from the options it shares with kernel PCA, or the kernel PCA ``kernel_pca`` builds."""
+    from dkpca._errors import UsageError
     from dkpca.linear import PCA
 
-    if args.method == "pca":
-        return PCA(n_components=args.n_components, random_state=args.random_state)
-    return KernelPCA(
-        args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
-        degree=args.degree, coef0=args.coef0, solver=args.solver,
-        min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
-        max_memory=args.max_memory, cache_dtype=args.cache_dtype, preimage=args.preimage,
-        fit_inverse_transform=args.fit_inverse_transform, alpha=args.alpha,
-    )
+    if args.method == "kpca":
+        return kernel_pca(args)
+    if args.solver not in PCA_SOLVERS:
+        raise UsageError(f"--solver {args.solver} is a kernel PCA solver (--method kpca); "
+                         f"--method pca takes --solver {' or '.join(PCA_SOLVERS)}")
+    return PCA(n_components=args.n_components, solver=args.solver,
+               min_relative_eigenvalue=args.min_relative_eigenvalue, sketch=args.sketch,
+               sketch_dim=args.sketch_dim, random_state=args.random_state)
 
 
 def _fields(args: argparse.Namespace) -> Any:
@@ -133,8 +137,12 @@ def _result(model: Any, patterns: bool) -> Any:
     return xr.Dataset(variables, attrs=model.scores_.attrs)
 
 
-def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractContextManager]) -> str:
-    """Fit and write; return the summary line. ``cluster()`` enters the Dask cluster."""
+def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractContextManager],
+        kernel_pca: Callable[[argparse.Namespace], Any]) -> str:
+    """Fit and write; return the summary line.
+
+    ``cluster()`` enters the Dask cluster; ``kernel_pca(args)`` builds ``dkpca fit``'s model.
+    """
     from dkpca.io import atomic_location, check_destination
     from dkpca.persistence import save
     from dkpca.xarray import FieldModel
@@ -144,7 +152,7 @@ def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractConte
         check_destination(args.save_model, overwrite=args.overwrite,
                           storage_options=args.storage_options)
     data = _fields(args)
-    model = FieldModel(_estimator(args), args.sample_dim,
+    model = FieldModel(_estimator(args, kernel_pca), args.sample_dim,
                        weights=None if args.weights == "none" else args.weights,
                        standardize=args.standardize, nan_policy=args.nan_policy)
     started = time.perf_counter()

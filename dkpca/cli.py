@@ -307,22 +307,30 @@ def _open_input(args: argparse.Namespace) -> tuple[Any, Any]:
     return as_dask(array, sample_dim=args.sample_dim), array
 
 
-def _fit(args: argparse.Namespace) -> str:
+def _kernel_pca(args: argparse.Namespace) -> Any:
+    """Build the :class:`dkpca.KernelPCA` the model options describe, its parameters checked."""
     from dkpca._validation import validate_params
     from dkpca.decomposition import KernelPCA
-    from dkpca.io import check_destination
-    from dkpca.persistence import save
 
     model = KernelPCA(
         args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
         degree=args.degree, coef0=args.coef0, solver=args.solver,
         min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
         max_memory=args.max_memory, cache_dtype=args.cache_dtype, n_landmarks=args.n_landmarks,
-        sampling=args.sampling, sketch=args.sketch, sketch_dim=args.sketch_dim, selection=args.selection,
-        icf_tol=args.icf_tol, max_rank=args.max_rank, preimage=args.preimage,
-        fit_inverse_transform=args.fit_inverse_transform, alpha=args.alpha,
+        sampling=args.sampling, sketch=args.sketch, sketch_dim=args.sketch_dim,
+        selection=args.selection, icf_tol=args.icf_tol, max_rank=args.max_rank,
+        preimage=args.preimage, fit_inverse_transform=args.fit_inverse_transform,
+        alpha=args.alpha,
     )
     validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
+    return model
+
+
+def _fit(args: argparse.Namespace) -> str:
+    from dkpca.io import check_destination
+    from dkpca.persistence import save
+
+    model = _kernel_pca(args)
     X, _ = _open_input(args)
     check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
     options = _client_options(args)
@@ -381,7 +389,7 @@ def _select(args: argparse.Namespace) -> str:
 def _fields(args: argparse.Namespace) -> str:
     from dkpca import _cli_fields
 
-    return _cli_fields.run(args, lambda: _cluster(_client_options(args)))
+    return _cli_fields.run(args, lambda: _cluster(_client_options(args)), _kernel_pca)
 
 
 def _print_selection(result: Any) -> None:

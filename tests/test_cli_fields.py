@@ -87,3 +87,29 @@ def test_scattered_nans_and_existing_outputs(ocean, tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
     assert main(["fields", str(tmp_path / "gappy.zarr"), "--variable", "nope", "--out",
                  str(tmp_path / "x.zarr"), *CLUSTER]) == 2
+
+
+@pytest.mark.distributed
+def test_solver_options_reach_the_model(store, tmp_path, capsys):
+    saved = tmp_path / "nystrom-model.zarr"
+    status = main(["fields", str(store), "--variable", "sst", "--method", "kpca", "--solver",
+                   "nystrom", "--n-landmarks", "25", "--sampling", "kmeans", "--gamma", "0.05",
+                   "--n-components", "2", "--random-state", "0", "--out",
+                   str(tmp_path / "k.zarr"), "--save-model", str(saved), *CLUSTER])
+    assert status == 0
+    params = dkpca.load(saved).model_.get_params()
+    assert (params["solver"], params["n_landmarks"], params["sampling"]) == ("nystrom", 25,
+                                                                              "kmeans")
+    saved = tmp_path / "sketch-model.zarr"
+    assert main(["fields", str(store), "--variable", "sst", "--solver", "sketch", "--sketch",
+                 "hashing", "--sketch-dim", "12", "--n-components", "2", "--random-state", "0",
+                 "--out", str(tmp_path / "s.zarr"), "--save-model", str(saved), *CLUSTER]) == 0
+    params = dkpca.load(saved).model_.get_params()
+    assert (params["solver"], params["sketch"], params["sketch_dim"]) == ("sketch", "hashing", 12)
+
+
+def test_kernel_solver_with_linear_pca_is_refused(store, tmp_path, capsys):
+    out = tmp_path / "r.zarr"
+    assert main(["fields", str(store), "--solver", "nystrom", "--out", str(out), *CLUSTER]) == 2
+    assert "--method pca takes --solver auto or sketch" in capsys.readouterr().err
+    assert not out.exists()
