@@ -1,37 +1,85 @@
-"""Progress bars for long computations, switched on by the command line.
+"""Progress of long computations, switched on by the command line: a bar or log lines.
 
 The library computes everything through :func:`dkpca.blocked.compute`, which calls
 :func:`compute` here. Outside a :func:`progress_bar` block it is plain ``dask.compute`` and
-prints nothing; inside one, every computation that runs longer than ``minimum`` seconds draws a
-task bar on ``stream``: dask's own bar on the local schedulers, a bar fed by the scheduler when
-a ``distributed.Client`` is active.
+prints nothing; inside one, every computation that runs longer than ``minimum`` seconds reports
+its progress on ``stream``: dask's own task counts on the local schedulers, counts fed by the
+scheduler when a ``distributed.Client`` is active.
+
+On a terminal that is a bar redrawn in place. Anywhere else (``kubectl logs``, a batch
+system's log file, a pipe) a redrawn bar shows nothing until it ends, so each report is a line
+of its own, every ``interval`` seconds: the phase, the percentage, the task counts, the time
+elapsed and an estimate of the time left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import dask
+from dask.callbacks import Callback
 
-__all__ = ["compute", "progress_bar"]
+__all__ = ["compute", "progress_bar", "progress_line"]
+
+#: Seconds between log lines when the stream is not a terminal.
+LINE_INTERVAL = 10.0
+#: Seconds between redraws of the bar on a terminal, and between polls of the task counts.
+BAR_INTERVAL = 0.2
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Settings:
     stream: TextIO
     minimum: float
+    lines: bool
+    interval: float
+    phase: str
+    step: int = 0
 
 
 _settings: _Settings | None = None  # process-wide: computes also run in helper threads
+_lock = threading.Lock()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
 
 
 @contextlib.contextmanager
-def progress_bar(stream: TextIO | None = None, minimum: float = 1.0) -> Iterator[None]:
-    """Show a bar for every dkpca computation longer than ``minimum`` seconds in the block.
+def progress_bar(
+    stream: TextIO | None = None,
+    minimum: float = 1.0,
+    *,
+    phase: str = "",
+    lines: bool | None = None,
+    interval: float | None = None,
+) -> Iterator[None]:
+    """Report every dkpca computation longer than ``minimum`` seconds in the block.
+
+    Parameters
+    ----------
+    stream : file, optional
+        Where to write; standard error by default.
+    minimum : float
+        Computations shorter than this stay silent.
+    phase : str
+        What the block does (``"fit"``), at the start of each log line.
+    lines : bool, optional
+        Log lines (``True``) or a bar redrawn in place (``False``); by default a bar on a
+        terminal and lines elsewhere.
+    interval : float, optional
+        Seconds between reports: :data:`LINE_INTERVAL` for lines, :data:`BAR_INTERVAL` for
+        the bar.
 
     Examples
     --------
@@ -42,12 +90,138 @@ def progress_bar(stream: TextIO | None = None, minimum: float = 1.0) -> Iterator
     (np.float64(4.0),)
     """
     global _settings
+    stream = stream if stream is not None else sys.stderr
+    lines = not _is_terminal(stream) if lines is None else lines
+    if interval is None:
+        interval = LINE_INTERVAL if lines else BAR_INTERVAL
     previous = _settings
-    _settings = _Settings(stream if stream is not None else sys.stderr, minimum)
+    _settings = _Settings(stream, minimum, lines, interval, phase)
     try:
         yield
     finally:
         _settings = previous
+
+
+def _duration(seconds: float) -> str:
+    """``4.2s``, ``1m 35s``, ``2h 05m``: as precise as a log reader needs."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def progress_line(phase: str, done: int, total: int, elapsed: float) -> str:
+    """One log line: phase, percentage, tasks, time elapsed and an estimate of the time left.
+
+    Examples
+    --------
+    >>> progress_line("fit, step 2 (moments)", 300, 1200, 95.0)
+    'fit, step 2 (moments): 25% of 1200 tasks (300 done), 1m 35s elapsed, about 4m 45s left'
+    >>> progress_line("fit", 1200, 1200, 3725.0)
+    'fit: 100% of 1200 tasks (1200 done), 1h 02m elapsed, done'
+    """
+    fraction = done / total if total else 1.0
+    if done >= total:
+        left = "done"
+    elif done:
+        left = f"about {_duration(elapsed * (total - done) / done)} left"
+    else:
+        left = "time left not known yet"
+    return (f"{phase}: {fraction:.0%} of {total} tasks ({done} done), "
+            f"{_duration(elapsed)} elapsed, {left}")
+
+
+def _bar(done: int, total: int, elapsed: float) -> str:
+    fraction = done / total if total else 1.0
+    return (f"\r[{'#' * int(40 * fraction):<40}] | {fraction:4.0%} of {total} tasks | "
+            f"{_duration(elapsed)}")
+
+
+class _Report:
+    """Writes one computation's progress as the settings say; silent until ``minimum``."""
+
+    def __init__(self, settings: _Settings, label: str):
+        self.settings = settings
+        self.label = label
+        self.drawn = False
+        self.last = -float("inf")  # when the last report was written
+
+    def update(self, done: int, total: int, elapsed: float, final: bool = False) -> None:
+        settings = self.settings
+        if not final and (elapsed < settings.minimum or elapsed - self.last < settings.interval):
+            return
+        if final and not self.drawn and elapsed < settings.minimum:
+            return  # finished before the first report was due: stay silent
+        self.drawn = True
+        self.last = elapsed
+        if settings.lines:
+            text = progress_line(self.label, done, total, elapsed) + "\n"
+        else:
+            text = _bar(done, total, elapsed) + ("\n" if final else "")
+        with contextlib.suppress(ValueError):  # a stream closed under us
+            settings.stream.write(text)
+            settings.stream.flush()
+
+
+class _LocalProgress(Callback):
+    """Task counts of dask's local schedulers, reported from a timer thread."""
+
+    def __init__(self, report: _Report):
+        super().__init__()
+        self.report = report
+        self.state: dict | None = None
+        self.started = 0.0
+        self.running = threading.Event()
+
+    def _counts(self) -> tuple[int, int]:
+        state = self.state
+        if not state:
+            return 0, 0
+        done = len(state["finished"])
+        return done, done + sum(len(state[k]) for k in ("ready", "waiting", "running"))
+
+    def _tick(self) -> None:
+        while not self.running.wait(BAR_INTERVAL):
+            self.report.update(*self._counts(), time.perf_counter() - self.started)
+
+    def _start(self, dsk: Any) -> None:
+        self.started = time.perf_counter()
+        self.running.clear()
+        self.timer = threading.Thread(target=self._tick, daemon=True)
+        self.timer.start()
+
+    def _pretask(self, key: Any, dsk: Any, state: dict) -> None:
+        self.state = state
+
+    def _finish(self, dsk: Any, state: dict, errored: bool) -> None:
+        self.running.set()
+        self.timer.join()
+        self.state = state
+        done, total = self._counts()
+        if not errored:
+            done = total = max(total, len(dsk))
+        self.report.update(done, total, time.perf_counter() - self.started, final=True)
+
+
+def _scheduler_progress(futures: list, report: _Report) -> None:
+    """Block until ``futures`` finish, reporting the scheduler's task counts."""
+    from distributed.diagnostics.progressbar import TextProgressBar
+
+    class Feed(TextProgressBar):
+        def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:
+            if remaining:
+                report.update(all - remaining, all, self.elapsed)
+
+        def _draw_stop(self, remaining: int = 0, all: int = 0, **kwargs: Any) -> None:
+            report.update(all - remaining, all, self.elapsed, final=True)
+
+    # The feed's interval also sets how soon the end is seen, so it stays short; the report
+    # throttles what is written.
+    Feed(futures, interval=f"{BAR_INTERVAL}s")
 
 
 def _client() -> Any:
@@ -60,37 +234,21 @@ def _client() -> Any:
         return None
 
 
-def _scheduler_bar(futures: list, settings: _Settings) -> None:
-    """Block until ``futures`` finish, drawing the scheduler's task counts after ``minimum``."""
-    from dask.utils import format_time
-    from distributed.diagnostics.progressbar import TextProgressBar
+def _label(settings: _Settings, collections: tuple) -> str:
+    """Name a computation: the phase, its number within it, and what dask calls its output."""
+    from dask.utils import key_split
 
-    class Bar(TextProgressBar):
-        drawn = False
-
-        def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:
-            if self.elapsed < settings.minimum and remaining:
-                return
-            if not self.drawn and not remaining:
-                return  # finished before the bar was due: stay silent
-            self.drawn = True
-            done = 1 - remaining / all if all else 1.0
-            bar = "#" * int(40 * done)
-            settings.stream.write(
-                f"\r[{bar:<40}] | {done:4.0%} of {all} tasks | {format_time(self.elapsed)}"
-            )
-            settings.stream.flush()
-
-        def _draw_stop(self, **kwargs: Any) -> None:
-            if self.drawn:
-                settings.stream.write("\n")
-                settings.stream.flush()
-
-    Bar(futures, interval="200ms")
+    with _lock:
+        settings.step += 1
+        step = settings.step
+    name = getattr(collections[0], "name", None) if collections else None
+    what = f" ({key_split(name)})" if isinstance(name, str) else ""
+    phase = f"{settings.phase}, " if settings.phase else ""
+    return f"{phase}step {step}{what}"
 
 
 def compute(*collections: Any, **kwargs: Any) -> tuple:
-    """``dask.compute``, with a progress bar inside a :func:`progress_bar` block.
+    """``dask.compute``, reporting progress inside a :func:`progress_bar` block.
 
     Examples
     --------
@@ -101,15 +259,14 @@ def compute(*collections: Any, **kwargs: Any) -> tuple:
     settings = _settings
     if settings is None:
         return dask.compute(*collections, **kwargs)
+    report = _Report(settings, _label(settings, collections))
     client = _client()
     if client is None or dask.config.get("scheduler", None) not in (None, "dask.distributed"):
-        from dask.diagnostics import ProgressBar
-
-        with ProgressBar(minimum=settings.minimum, out=settings.stream):
+        with _LocalProgress(report):
             return dask.compute(*collections, **kwargs)
     futures = client.compute(list(collections), **kwargs)
     try:
-        _scheduler_bar(futures, settings)
+        _scheduler_progress(futures, report)
         return tuple(client.gather(futures))
     except BaseException:
         client.cancel(futures)  # stop the rest of the work (and its writes) now

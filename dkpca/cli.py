@@ -11,9 +11,13 @@ pre-images of INPUT's projections; ``dkpca info MODEL`` describes a saved model;
 what ``make run`` runs. ``select``, ``fit``, ``fields``, ``transform`` and ``denoise`` start an embedded
 ``LocalCluster`` unless ``--scheduler`` names a running one.
 
-A user error (a missing input, a bad parameter, a wrong shape, an existing output) prints one
-line to stderr and exits with status 2, before anything is written; ``--debug`` shows the
-traceback instead. Outputs are written atomically: an interrupted run leaves none.
+A user error (a missing input, a bad parameter, a wrong shape, an existing output, a refused
+certificate) prints one line to stderr and exits with status 2, before anything is written;
+``--debug`` shows the traceback instead. A failure that may pass (a scheduler not reachable
+within ``--scheduler-timeout``, a connection to it lost mid-run) prints one line and exits with
+status 75, for a batch system to retry; Ctrl-C or SIGTERM exits with 130. Outputs are written
+atomically: an interrupted run leaves none. Progress goes to stderr: a bar on a terminal, a
+line every ``--progress-interval`` seconds elsewhere.
 """
 
 from __future__ import annotations
@@ -30,7 +34,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from dkpca._errors import UsageError  # re-exported: dkpca.cli.UsageError predates _errors
+from dkpca._errors import (  # UsageError re-exported: dkpca.cli.UsageError predates _errors
+    EXIT_INTERRUPTED,
+    EXIT_TRANSIENT,
+    EXIT_USAGE,
+    TransientError,
+    UsageError,
+)
 
 __all__ = ["UsageError", "main"]
 
@@ -48,6 +58,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
 
 
@@ -118,6 +138,10 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
                        help="embedded cluster: threads per worker")
     group.add_argument("--memory-limit", default="auto",
                        help="embedded cluster: memory per worker, e.g. 4GiB (default: auto)")
+    group.add_argument("--scheduler-timeout", type=_positive_float, default=None,
+                       metavar="SECONDS",
+                       help="--scheduler: how long to wait for it to come up, retrying with "
+                            "backoff (default: 600); then exit with status 75")
     group.add_argument("--tls-ca-file", help="TLS: certificate authority (PEM)")
     group.add_argument("--tls-cert", help="TLS: certificate of this client (PEM)")
     group.add_argument("--tls-key", help="TLS: private key of --tls-cert (PEM)")
@@ -171,12 +195,19 @@ def _parser() -> argparse.ArgumentParser:
     from dkpca._version import __version__
 
     parser = argparse.ArgumentParser(
-        prog="dkpca", description="Kernel PCA for data larger than memory, on Dask."
+        prog="dkpca", description="Kernel PCA for data larger than memory, on Dask.",
+        epilog=f"exit status: 0 done; {EXIT_USAGE} user error (a rerun fails the same way); "
+               f"{EXIT_TRANSIENT} transient failure: scheduler unreachable or lost (retry); "
+               f"{EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGTERM)",
     )
     parser.add_argument("--version", action="version", version=f"dkpca {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--quiet", action="store_true", help="print only the summary")
     common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    common.add_argument("--progress-interval", type=_positive_float, default=None,
+                        metavar="SECONDS",
+                        help="seconds between progress lines when stderr is not a terminal "
+                             "(logs, kubectl logs; default 10); a terminal gets a bar")
     commands = parser.add_subparsers(dest="command", required=True)
 
     select = commands.add_parser(
@@ -268,7 +299,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _client_options(args: argparse.Namespace) -> dict[str, Any]:
-    from dkpca.cluster import tls_security
+    from dkpca.cluster import SCHEDULER_TIMEOUT, tls_security
 
     if args.scheduler is not None:
         embedded = {"--workers": args.workers, "--threads-per-worker": args.threads_per_worker,
@@ -276,12 +307,15 @@ def _client_options(args: argparse.Namespace) -> dict[str, Any]:
         given = [name for name, value in embedded.items() if value is not None]
         if given:
             raise UsageError(f"{', '.join(given)} apply to the embedded cluster, not --scheduler")
+    elif args.scheduler_timeout is not None:
+        raise UsageError("--scheduler-timeout applies to --scheduler, not the embedded cluster")
     return {
         "scheduler": args.scheduler,
         "n_workers": args.workers,
         "threads_per_worker": args.threads_per_worker,
         "memory_limit": args.memory_limit,
         "security": tls_security(args.tls_ca_file, args.tls_cert, args.tls_key),
+        "timeout": args.scheduler_timeout or SCHEDULER_TIMEOUT,
     }
 
 
@@ -536,7 +570,8 @@ def _run(args: argparse.Namespace) -> str:
         print("eigenvalues of the centred kernel matrix:")
         _print_eigenvalues(model)
         return summary
-    with progress_bar(sys.stderr) if not args.quiet else contextlib.nullcontext():
+    reporting = progress_bar(sys.stderr, phase=args.command, interval=args.progress_interval)
+    with reporting if not args.quiet else contextlib.nullcontext():
         handlers = {"select": _select, "fit": _fit, "transform": _transform, "denoise": _denoise,
                     "fields": _fields}
         return handlers[args.command](args)
@@ -558,15 +593,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous_sigterm = _interrupt_on_sigterm()
     try:
         summary = _run(args)
-    except (UsageError, *_USER_ERRORS) as err:
+    except (TransientError, UsageError, *_USER_ERRORS) as err:
         if args.debug:
             raise
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"dkpca: error: {message}", file=sys.stderr)
-        return 2
+        return EXIT_TRANSIENT if isinstance(err, TransientError) else EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
         print("dkpca: interrupted; no output was written", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     finally:
         logger.removeHandler(handler)
         if previous_sigterm is not None:

@@ -2,7 +2,8 @@
 
 The library itself never starts a cluster; it uses whatever scheduler is active. The ``dkpca``
 command calls :func:`connect` to get one, optionally over TLS with certificates from
-:func:`tls_security`.
+:func:`tls_security`. A running scheduler may not be up yet (a pod still pending, an image
+still pulling), so :func:`connect` waits for it, retrying with backoff.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import contextlib
 import logging
 import os
 import ssl
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
+
+from dkpca._errors import TransientError
 
 if TYPE_CHECKING:  # distributed is imported lazily: `import dkpca` must not pay for it
     from distributed import Client, Security
@@ -25,6 +29,13 @@ logger = logging.getLogger(__name__)
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 _TLS = "tls://"
+
+#: Seconds :func:`connect` waits for a scheduler by default: long enough for a cold pod.
+SCHEDULER_TIMEOUT = 600.0
+#: Seconds one connection attempt may take (distributed retries quickly within it).
+_ATTEMPT_SECONDS = 15.0
+#: Pauses between attempts double from the first to the last.
+_FIRST_PAUSE, _LONGEST_PAUSE = 1.0, 30.0
 
 
 def tls_security(
@@ -139,6 +150,41 @@ def _scheduler_address(scheduler: str, security: Security | None) -> str:
     return scheduler
 
 
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _client_when_up(address: str, security: Security | None, timeout: float) -> Client:
+    """Connect to ``address``, retrying with backoff for up to ``timeout`` seconds."""
+    from distributed import Client
+    from distributed.comm.core import FatalCommClosedError
+
+    started = time.monotonic()
+    pause = _FIRST_PAUSE
+    attempt = 0
+    while True:
+        attempt += 1
+        left = timeout - (time.monotonic() - started)
+        try:
+            return Client(address, security=security,
+                          timeout=max(1.0, min(left, _ATTEMPT_SECONDS)))
+        except FatalCommClosedError as err:  # TLS refused: waiting cannot fix certificates
+            raise ConnectionError(
+                f"cannot connect to scheduler {address}: {_first_line(err)}") from err
+        except OSError as err:  # unreachable, refused, no such host (yet), timed out
+            left = timeout - (time.monotonic() - started)
+            if left <= 0:
+                raise TransientError(
+                    f"cannot connect to scheduler {address}: not reachable in {timeout:g} s "
+                    f"({attempt} attempt{'s' * (attempt > 1)}): {_first_line(err)}") from err
+            pause = min(pause, left)
+            logger.warning("scheduler %s not reachable yet (attempt %d, %.0f s of %g s "
+                           "left): %s; next attempt in %.0f s", address, attempt, left,
+                           timeout, _first_line(err), pause)
+            time.sleep(pause)
+            pause = min(2 * pause, _LONGEST_PAUSE)
+
+
 @contextlib.contextmanager
 def connect(
     scheduler: str | None = None,
@@ -148,6 +194,7 @@ def connect(
     memory_limit: str | int = "auto",
     processes: bool = True,
     security: Security | None = None,
+    timeout: float = SCHEDULER_TIMEOUT,
 ) -> Iterator[Client]:
     """Yield a ``distributed.Client``: to ``scheduler`` if given, else to an embedded cluster.
 
@@ -162,6 +209,9 @@ def connect(
         TLS settings, usually from :func:`tls_security`. With a ``scheduler``, its address
         must use ``tls://`` (a bare ``host:port`` gets it); without one, the embedded cluster
         listens on ``tls://`` with these certificates.
+    timeout : float
+        Seconds to wait for ``scheduler`` to come up, retrying with backoff (pauses from 1 s
+        doubling to 30 s, each attempt logged).
 
     Yields
     ------
@@ -174,8 +224,12 @@ def connect(
         If ``scheduler``'s protocol disagrees with ``security``: ``tcp://`` with TLS
         configured, or ``tls://`` without it.
     ConnectionError
-        If the scheduler cannot be reached or refuses the connection (for example a
-        certificate signed by another authority).
+        If the scheduler refuses the TLS handshake (for example a certificate signed by
+        another authority): not retried.
+    dkpca._errors.TransientError
+        A ``ConnectionError`` too: if ``scheduler`` is not reachable within ``timeout``, or
+        if the connection to it is lost while the block runs (the block's own exception is
+        its cause).
 
     See Also
     --------
@@ -190,19 +244,25 @@ def connect(
     ...     print(client.scheduler.address)
     tls://10.0.0.5:8786
     """
-    from distributed import Client, LocalCluster
+    from distributed import LocalCluster
 
     if scheduler is not None:
         address = _scheduler_address(scheduler, security)
-        try:
-            client = Client(address, security=security)
-        except OSError as err:  # unreachable, refused, or a certificate the scheduler rejects
-            message = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ConnectionError(f"cannot connect to scheduler {address}: {message}") from err
+        client = _client_when_up(address, security, timeout)
         with client:
             logger.info("connected to scheduler %s", address)
-            yield client
+            try:
+                yield client
+            except Exception as err:
+                # Futures of a lost scheduler fail with whatever was pending (cancelled
+                # futures, closed comms); the client's own state says what happened.
+                if client.status in ("running", "newly-created"):
+                    raise
+                raise TransientError(f"lost the connection to scheduler {address} "
+                                     f"({type(err).__name__}: {_first_line(err)})") from err
         return
+    from distributed import Client
+
     nanny_options = {"env": WORKER_ENV} if processes else {}  # in-process workers share ours
     tls_options = {} if security is None else {"protocol": _TLS, "security": security}
     with (

@@ -1,16 +1,32 @@
-"""Progress bars: silent by default, drawn inside progress_bar() on any scheduler."""
+"""Progress: silent by default; a bar on a terminal, log lines elsewhere, on any scheduler."""
 
 import io
+import re
+import time
 
 import dask.array as da
+import numpy as np
 import pytest
 
 from dkpca._progress import progress_bar
 from dkpca.blocked import compute
 
 
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
 def _work():
     return (da.ones((400, 400), chunks=100) @ da.ones((400, 400), chunks=100)).sum()
+
+
+def _slow_work(blocks=12, seconds=0.05):
+    def nap(block):
+        time.sleep(seconds)
+        return block
+
+    return da.ones(blocks, chunks=1).map_blocks(nap, dtype=float).sum()
 
 
 def test_silent_outside_a_progress_block(capsys):
@@ -19,27 +35,65 @@ def test_silent_outside_a_progress_block(capsys):
     assert captured.out == "" and captured.err == ""
 
 
-def test_local_scheduler_bar():
-    stream = io.StringIO()
+def test_terminal_gets_a_bar_redrawn_in_place():
+    stream = Terminal()
     with progress_bar(stream, minimum=0.0):
-        assert compute(_work())[0] == 400**3
-    assert "100% Completed" in stream.getvalue()
+        assert compute(_slow_work())[0] == 12
+    drawn = stream.getvalue()
+    assert drawn.startswith("\r[") and drawn.count("\n") == 1 and drawn.endswith("\n")
+    assert re.fullmatch(r"\[#{40}\] \| 100% of \d+ tasks \| [\d.]+s\n", drawn.rsplit("\r", 1)[1])
+
+
+def test_a_log_gets_lines_with_phase_tasks_and_time_left():
+    stream = io.StringIO()  # not a terminal
+    with progress_bar(stream, minimum=0.0, phase="fit", interval=0.1):
+        assert compute(_slow_work(blocks=16, seconds=0.05), scheduler="sync")[0] == 16
+        compute(_slow_work(blocks=2, seconds=0.0))
+    text = stream.getvalue()
+    assert "\r" not in text and text.endswith("\n")
+    lines = text.splitlines()
+    first = [line for line in lines if line.startswith("fit, step 1 ")]
+    assert len(first) >= 3, text  # 0.8 s of work at one line per 0.1 s
+    pattern = (r"fit, step 1 \(sum-aggregate\): (\d+)% of (\d+) tasks \((\d+) done\), "
+               r"[\d.]+s elapsed, (about [\d.]+s left|done)")
+    matches = [re.fullmatch(pattern, line) for line in first]
+    assert all(matches), text
+    assert [m[4] == "done" for m in matches] == [False] * (len(first) - 1) + [True]
+    percents = [int(m[1]) for m in matches]
+    assert percents == sorted(percents) and percents[-1] == 100 and percents[0] < 100
+    assert lines[-1].startswith("fit, step 2 ")  # each computation numbered within the phase
+
+
+def test_lines_are_throttled_to_the_interval():
+    stream = io.StringIO()
+    with progress_bar(stream, minimum=0.0, interval=60.0):
+        compute(_slow_work(blocks=8, seconds=0.05), scheduler="sync")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2, lines  # the first report, due at once, and the final one
+    assert lines[-1].endswith("done")
 
 
 def test_short_work_draws_nothing():
-    stream = io.StringIO()
-    with progress_bar(stream, minimum=60.0):
-        compute(_work())
-    assert stream.getvalue() == ""
+    for stream in (io.StringIO(), Terminal()):
+        with progress_bar(stream, minimum=60.0):
+            compute(_work())
+        assert stream.getvalue() == ""
 
 
 @pytest.mark.distributed
-def test_distributed_bar_counts_tasks_and_cancels_on_failure(client):
-    stream = io.StringIO()
+def test_distributed_progress_counts_tasks_and_cancels_on_failure(client):
+    stream = Terminal()
     with progress_bar(stream, minimum=0.0):
         assert compute(_work())[0] == 400**3
     drawn = stream.getvalue()
     assert "100% of" in drawn and "tasks" in drawn and drawn.endswith("\n")
+
+    log = io.StringIO()
+    with progress_bar(log, minimum=0.0, phase="transform", interval=0.1):
+        assert compute(_slow_work(blocks=16))[0] == 16
+    lines = log.getvalue().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("transform, step 1 (") for line in lines)
+    assert lines[-1].endswith("elapsed, done") and "\r" not in log.getvalue()
 
     def fail(block):
         raise ZeroDivisionError("task failed")
@@ -47,3 +101,4 @@ def test_distributed_bar_counts_tasks_and_cancels_on_failure(client):
     with progress_bar(io.StringIO(), minimum=0.0), pytest.raises(ZeroDivisionError):
         compute(da.ones(10, chunks=5).map_blocks(fail, dtype=float))
     assert compute(da.ones(3).sum())[0] == 3  # the client keeps working afterwards
+    np.testing.assert_equal(compute(da.arange(3))[0], np.arange(3))
