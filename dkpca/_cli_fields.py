@@ -98,8 +98,10 @@ def _fields(args: argparse.Namespace) -> Any:
     import xarray as xr
 
     from dkpca._errors import UsageError
+    from dkpca.io import url_options
 
-    ds = xr.open_zarr(args.input, consolidated=False, storage_options=args.storage_options)
+    ds = xr.open_zarr(args.input, consolidated=False,
+                      storage_options=url_options(args.input, args.storage_options))
     sample_dims = args.sample_dim
     if args.variable:
         missing = [v for v in args.variable if v not in ds.data_vars]
@@ -143,14 +145,16 @@ def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractConte
 
     ``cluster()`` enters the Dask cluster; ``kernel_pca(args)`` builds ``dkpca fit``'s model.
     """
-    from dkpca.io import atomic_location, check_destination
+    from dkpca.io import atomic_location, check_destination, url_options
     from dkpca.persistence import save
     from dkpca.xarray import FieldModel
 
-    check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
+    out_options = url_options(args.out, args.storage_options)
+    model_options = url_options(args.save_model or "", args.storage_options)
+    check_destination(args.out, overwrite=args.overwrite, storage_options=out_options)
     if args.save_model:
         check_destination(args.save_model, overwrite=args.overwrite,
-                          storage_options=args.storage_options)
+                          storage_options=model_options)
     data = _fields(args)
     model = FieldModel(_estimator(args, kernel_pca), args.sample_dim,
                        weights=None if args.weights == "none" else args.weights,
@@ -161,11 +165,11 @@ def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractConte
         result = _result(model, args.patterns or args.method == "kpca").assign_attrs(
             input=str(args.input))
         with atomic_location(args.out, overwrite=args.overwrite,
-                             storage_options=args.storage_options) as temp:
+                             storage_options=out_options) as temp:
             result.to_zarr(temp.store, mode="w-", consolidated=False)
         if args.save_model:
             save(model, args.save_model, overwrite=args.overwrite,
-                 storage_options=args.storage_options)
+                 storage_options=model_options)
     elapsed = time.perf_counter() - started
     ratios = ", ".join(f"{r:.1%}" for r in model.explained_variance_ratio().values[:4])
     kept = int(model.layout_.kept.sum())

@@ -239,9 +239,11 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--random-state", type=int, default=None)
     group = select.add_argument_group("output")
     group.add_argument("--plot", default="model-selection.png",
-                       help="figure to write (default: model-selection.png)")
+                       help="figure to write, a path or URL (s3://…), atomically (default: "
+                            "model-selection.png)")
     group.add_argument("--table", default=None,
-                       help="also write the spectra and criteria as a Zarr group (xarray)")
+                       help="also write the spectra and criteria as a Zarr group (xarray), "
+                            "a path or URL")
     group.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     _cluster_options(select)
 
@@ -333,11 +335,19 @@ def _cluster(options: dict[str, Any]) -> Iterator[None]:
             logging.getLogger("distributed.scheduler").setLevel(logging.CRITICAL)
 
 
+def _storage(args: argparse.Namespace, place: Any) -> Any:
+    """``--storage-options`` where ``place`` is a URL; nothing for a local path."""
+    from dkpca.io import url_options
+
+    return url_options(place, args.storage_options)
+
+
 def _open_input(args: argparse.Namespace) -> tuple[Any, Any]:
     """Return the input as a dask array, and the Zarr array it reads."""
     from dkpca.io import as_dask, open_zarr
 
-    array = open_zarr(args.input, component=args.component, storage_options=args.storage_options)
+    array = open_zarr(args.input, component=args.component,
+                      storage_options=_storage(args, args.input))
     return as_dask(array, sample_dim=args.sample_dim), array
 
 
@@ -366,13 +376,13 @@ def _fit(args: argparse.Namespace) -> str:
 
     model = _kernel_pca(args)
     X, _ = _open_input(args)
-    check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
+    check_destination(args.out, overwrite=args.overwrite, storage_options=_storage(args, args.out))
     options = _client_options(args)
     started = time.perf_counter()
     with _cluster(options):
         logger.info("fitting %s on %s (%d x %d)", model, args.input, *X.shape)
         model.fit(X)
-        save(model, args.out, overwrite=args.overwrite, storage_options=args.storage_options)
+        save(model, args.out, overwrite=args.overwrite, storage_options=_storage(args, args.out))
     elapsed = time.perf_counter() - started
     if not args.quiet:
         _print_eigenvalues(model)
@@ -387,11 +397,16 @@ def _select(args: argparse.Namespace) -> str:
     from dkpca.selection import select_model
 
     X, _ = _open_input(args)
-    plot = Path(args.plot)
-    if plot.exists() and not args.overwrite:
-        raise UsageError(f"--plot {plot} exists; pass --overwrite to replace it")
-    if args.table is not None:
-        check_destination(args.table, overwrite=args.overwrite)
+    plot = args.plot
+    for option, destination in (("--plot", plot), ("--table", args.table)):
+        if destination is None:
+            continue
+        try:
+            check_destination(destination, overwrite=args.overwrite,
+                              storage_options=_storage(args, destination))
+        except FileExistsError:
+            raise UsageError(f"{option} {destination} exists; pass --overwrite to replace "
+                             "it") from None
     started = time.perf_counter()
     with _cluster(_client_options(args)):
         logger.info("selecting the model for %s (%d x %d) by %s", args.input, *X.shape,
@@ -406,11 +421,12 @@ def _select(args: argparse.Namespace) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
-    result.plot(plot)
+    result.plot(plot, storage_options=_storage(args, plot))
     if args.table is not None:
         from dkpca.io import atomic_location
 
-        with atomic_location(args.table, overwrite=args.overwrite) as temp:
+        with atomic_location(args.table, overwrite=args.overwrite,
+                             storage_options=_storage(args, args.table)) as temp:
             result.table.to_zarr(temp.store, mode="w-", consolidated=False)
     if not args.quiet:
         _print_selection(result)
@@ -454,7 +470,7 @@ def _sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) ->
 
     if args.component is None:
         return None
-    location = Location(args.input, args.storage_options)
+    location = Location(args.input, _storage(args, args.input))
     group = zarr.open_group(store=location.store, mode="r", **location.open_options)
     parent = group[args.component.rpartition("/")[0]] if "/" in args.component else group
     coordinate = parent.get(sample_dim)
@@ -478,7 +494,7 @@ def _write_rows(
     from dkpca.io._input import _dimension_names
     from dkpca.xarray import describe_model as _description
 
-    check_destination(args.out, overwrite=args.overwrite, storage_options=args.storage_options)
+    check_destination(args.out, overwrite=args.overwrite, storage_options=_storage(args, args.out))
     names = _dimension_names(array)
     sample_dim = args.sample_dim or (names[0] if names else "sample")
     options = _client_options(args)
@@ -488,7 +504,7 @@ def _write_rows(
     with (
         _cluster(options),
         atomic_group(args.out, attributes=attributes, overwrite=args.overwrite,
-                     storage_options=args.storage_options) as group,
+                     storage_options=_storage(args, args.out)) as group,
     ):
         pending = store_array(group, name, rows, dimension_names=(sample_dim, column_dim))
         for key, (values, dims) in extra.items():
@@ -506,7 +522,7 @@ def _transform(args: argparse.Namespace) -> str:
 
     from dkpca.persistence import load
 
-    model = load(args.model, storage_options=args.storage_options)
+    model = load(args.model, storage_options=_storage(args, args.model))
     X, array = _open_input(args)
     scores = model.transform(X)  # lazy: a feature mismatch is reported here, before any work
     eigenvalues = np.asarray(
@@ -522,7 +538,7 @@ def _transform(args: argparse.Namespace) -> str:
 def _denoise(args: argparse.Namespace) -> str:
     from dkpca.persistence import load
 
-    model = load(args.model, storage_options=args.storage_options)
+    model = load(args.model, storage_options=_storage(args, args.model))
     if not hasattr(model, "denoise"):
         raise UsageError(f"{args.model} holds a {type(model).__name__}, which cannot denoise; "
                          f"fit a KernelPCA")
@@ -541,8 +557,8 @@ def _info(args: argparse.Namespace) -> str:
     from dkpca.io import Location
     from dkpca.persistence import load
 
-    model = load(args.model, in_memory="16MiB", storage_options=args.storage_options)
-    location = Location(args.model, args.storage_options)
+    model = load(args.model, in_memory="16MiB", storage_options=_storage(args, args.model))
+    location = Location(args.model, _storage(args, args.model))
     meta = zarr.open_group(store=location.store, mode="r", **location.open_options).attrs["dkpca"]
     print(f"model:      {args.model}")
     print(f"written by: dkpca {meta['dkpca_version']} (model format {meta['format_version']})")

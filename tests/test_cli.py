@@ -229,6 +229,31 @@ def test_select_prints_the_choice_and_writes_figure_and_table(tmp_path, capsys):
 
 
 @pytest.mark.distributed
+def test_select_writes_figure_and_table_to_urls(tmp_path, capsys):
+    import fsspec
+
+    from dkpca.datasets import make_semicircles
+
+    X, _, _ = make_semicircles(200, random_state=0)
+    zarr.create_array(tmp_path / "semi.zarr", data=X, chunks=(100, 2))
+    memory = fsspec.filesystem("memory")
+    folder = f"memory://select-{tmp_path.name}"
+    argv = ["select", str(tmp_path / "semi.zarr"), "--n-draws", "5", "--n-train", "80",
+            "--random-state", "0", "--plot", f"{folder}/selection.png", "--table",
+            f"{folder}/table.zarr", "--storage-options", '{"skip_instance_cache": false}',
+            "--quiet", *CLUSTER]  # the options go to the URLs, not to the local input
+    assert main(argv) == 0
+    assert memory.cat(f"{folder}/selection.png").startswith(b"\x89PNG")
+    table = xr.open_zarr(f"{folder}/table.zarr", consolidated=False)
+    assert "information" in table and table.sizes["sigma2"] > 1
+    assert sorted(p.rpartition("/")[2] for p in memory.ls(folder, detail=False)) == [
+        "selection.png", "table.zarr"]  # no temporary left
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert f"--plot {folder}/selection.png exists" in capsys.readouterr().err
+
+
+@pytest.mark.distributed
 def test_denoise_writes_the_preimages(tmp_path, capsys):
     from dkpca.datasets import make_semicircles
 

@@ -12,8 +12,14 @@ Examples
 """
 
 from dkpca.io._input import as_array, as_dask, default_row_chunk, is_lazy, is_sparse, open_zarr
-from dkpca.io._location import Location
-from dkpca.io._zarr import atomic_group, atomic_location, check_destination, store_array
+from dkpca.io._location import Location, url_options
+from dkpca.io._zarr import (
+    atomic_group,
+    atomic_location,
+    check_destination,
+    store_array,
+    write_file,
+)
 
 __all__ = [
     "Location",
@@ -27,4 +33,6 @@ __all__ = [
     "is_sparse",
     "open_zarr",
     "store_array",
+    "url_options",
+    "write_file",
 ]

@@ -12,7 +12,24 @@ from typing import Any
 
 import fsspec
 
-__all__ = ["Location"]
+__all__ = ["Location", "url_options"]
+
+
+def url_options(
+    destination: str | os.PathLike, storage_options: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """Return ``storage_options`` for a URL and ``None`` for a local path.
+
+    A command line takes one ``--storage-options`` for all its URLs, while some of its paths
+    may be local; :class:`Location` refuses options for a local path.
+
+    Examples
+    --------
+    >>> url_options("s3://bucket/fig.png", {"anon": True}), url_options("fig.png", {"anon": True})
+    ({'anon': True}, None)
+    """
+    text = os.fspath(destination)
+    return storage_options if "://" in text and not text.startswith("file://") else None
 
 
 class Location:

@@ -1,4 +1,4 @@
-"""Atomic Zarr output: everything is written beside the destination, then renamed into place.
+"""Atomic output, Zarr stores and single files: written beside the destination, then renamed.
 
 A failed or interrupted run (an exception, Ctrl-C) removes its temporary store and leaves the
 destination as it was: absent, or the previous complete version. A process killed outright
@@ -15,12 +15,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dask.array as da
+import fsspec
 import numpy as np
 import zarr
 
 from dkpca.io._location import Location
 
-__all__ = ["atomic_group", "atomic_location", "check_destination", "store_array"]
+__all__ = ["atomic_group", "atomic_location", "check_destination", "store_array", "write_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,31 @@ def atomic_location(
         temp.remove()
         raise
     logger.debug("wrote %s", target)
+
+
+def write_file(
+    destination: str | os.PathLike,
+    data: bytes,
+    *,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    r"""Write ``data`` as one file at ``destination``, a local path or an fsspec URL, atomically.
+
+    The bytes go to a hidden sibling first, which is renamed into place (on an object store a
+    copy of one object, which readers see whole or not at all).
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> write_file("memory://doc/figure.png", b"\x89PNG...", overwrite=True)
+    >>> fsspec.filesystem("memory").cat("memory://doc/figure.png")
+    b'\x89PNG...'
+    """
+    with atomic_location(destination, overwrite=overwrite,
+                         storage_options=storage_options) as temp:
+        fs, path = fsspec.core.url_to_fs(temp.store, **temp.storage_options)
+        fs.pipe_file(path, data)
 
 
 @contextlib.contextmanager

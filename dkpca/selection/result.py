@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import os
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,7 +82,8 @@ class ModelSelection:
         candidates = np.flatnonzero(computed)
         return float(grid[candidates[np.argmin(np.abs(np.log(grid[candidates] / target)))]])
 
-    def plot(self, path: str | Path | None = None) -> Any:
+    def plot(self, path: str | Path | None = None, *,
+             storage_options: dict[str, Any] | None = None) -> Any:
         """Draw the MDD paper's Fig. 7(c–d): data and noise spectra, and ``I_s`` against ``σ²``.
 
         Left: λ and τ at the chosen ``σ²``, with the structural information (the area between
@@ -89,7 +93,10 @@ class ModelSelection:
         Parameters
         ----------
         path : str or Path, optional
-            Also save the figure there (written to a temporary name, then renamed).
+            Also save the figure there, a local path or an fsspec URL (``s3://…``), in the
+            format its suffix names (PNG by default); written beside it, then renamed.
+        storage_options : dict, optional
+            Options of the fsspec file system, for a URL ``path``.
 
         Returns
         -------
@@ -130,10 +137,12 @@ class ModelSelection:
             axes[2].set(xlabel="σ²", ylabel="H (nats)", title="Shannon entropy of K")
         fig.tight_layout()
         if path is not None:
-            path = Path(path)
-            partial = path.with_name(path.stem + ".partial" + path.suffix)
-            fig.savefig(partial, dpi=110)
-            partial.replace(path)  # never leave a half-written figure
+            from dkpca.io import write_file
+
+            suffix = posixpath.splitext(os.fspath(path))[1].lstrip(".").lower()
+            buffer = io.BytesIO()
+            fig.savefig(buffer, dpi=110, format=suffix or "png")
+            write_file(path, buffer.getvalue(), overwrite=True, storage_options=storage_options)
         return fig
 
     def __str__(self) -> str:
