@@ -20,7 +20,13 @@ jsonschema = pytest.importorskip("jsonschema")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
-MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+#: Optional, for clusters with cert-manager: its kinds are not Kubernetes' own.
+CERT_MANAGER = DEPLOY / "certificates.cert-manager.yaml"
+MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml")
+                   if p.name != "kustomization.yaml" and p != CERT_MANAGER)
+#: The TLS Secret each kind of pod mounts: every role holds only its own key.
+ROLE_SECRETS = {"scheduler": "dkpca-tls-scheduler", "worker": "dkpca-tls-worker",
+                "job-runner": "dkpca-tls-client", "dask-client": "dkpca-tls-client"}
 
 #: Kubernetes version whose schemas (shipped with kubernetes-validate) the manifests must meet.
 K8S_VERSION = "1.30.0"
@@ -298,13 +304,34 @@ def test_every_container_is_locked_down():
         assert "emptyDir" in volumes[mounts["/home/dkpca"]["name"]], where
         tls = mounts[TLS_DIR]
         assert tls["readOnly"] is True, where
-        assert volumes[tls["name"]]["secret"]["secretName"] == "dkpca-tls", where
+        assert volumes[tls["name"]]["secret"]["secretName"] == ROLE_SECRETS[role], where
+        secrets = {v["secret"]["secretName"] for v in volumes.values() if "secret" in v}
+        assert secrets == {ROLE_SECRETS[role]}, where  # workers never see the client key
         # Requests equal limits: Guaranteed QoS, no eviction or OOM kill by overcommit.
         resources = container["resources"]
         assert resources["requests"] == resources["limits"], where
         assert {"cpu", "memory"} <= resources["limits"].keys(), where
         seen += 1
     assert seen >= 8
+
+
+def test_role_certificates_from_one_ca():
+    """The template and the cert-manager example make exactly the Secrets the pods mount."""
+    templates = [d for _, d in DOCS if d["kind"] == "Secret"]
+    assert {d["metadata"]["name"] for d in templates} == set(ROLE_SECRETS.values())
+    for secret in templates:
+        assert set(secret["stringData"]) == {"ca.crt", "tls.crt", "tls.key"}
+    documents = list(yaml.safe_load_all(CERT_MANAGER.read_text()))
+    certificates = {d["spec"]["secretName"]: d["spec"] for d in documents
+                    if d["kind"] == "Certificate" and not d["spec"].get("isCA")}
+    assert set(certificates) == set(ROLE_SECRETS.values())
+    (ca,) = [d for d in documents if d["kind"] == "Issuer" and "ca" in d["spec"]]
+    (root,) = [d["spec"] for d in documents if d["kind"] == "Certificate" and d["spec"].get("isCA")]
+    assert ca["spec"]["ca"]["secretName"] == root["secretName"]
+    for name, spec in certificates.items():
+        assert spec["issuerRef"]["name"] == ca["metadata"]["name"], name
+        assert "client auth" in spec["usages"], name  # every peer dials out
+        assert ("server auth" in spec["usages"]) == (name != "dkpca-tls-client"), name
 
 
 def test_identity_credentials_and_image_pulls():
