@@ -225,9 +225,15 @@ def interrupted_transform(transform_inputs, tmp_path):
     sessions: list[int] = []
 
     def interrupt(sig: int) -> tuple[subprocess.Popen, str]:
+        argv = ["dkpca", "transform", str(model), str(X), "--out", str(tmp_path / "scores.zarr"),
+                "--workers", "1", "--threads-per-worker", "1"]
+        # Ctrl-C as at a terminal: a test run started in the background by a non-interactive
+        # shell ignores SIGINT, and its children inherit that, so restore Python's handler.
+        start = ("import runpy, signal, sys; signal.signal(signal.SIGINT, "
+                 f"signal.default_int_handler); sys.argv = {argv!r}; "
+                 "runpy.run_module('dkpca', run_name='__main__')")
         process = subprocess.Popen(
-            [sys.executable, "-m", "dkpca", "transform", str(model), str(X), "--out",
-             str(tmp_path / "scores.zarr"), "--workers", "1", "--threads-per-worker", "1"],
+            [sys.executable, "-c", start],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
         sessions.append(process.pid)
