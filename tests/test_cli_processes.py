@@ -7,7 +7,6 @@ keeps status 2. Progress is a bar on a terminal and plain lines in a log (``kube
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pty
 import re
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from test_cluster import write_tls_files  # tests/ is on sys.path (pytest's rootdir import)
 
 import dkpca
 from dkpca._errors import EXIT_TRANSIENT, EXIT_USAGE
@@ -32,18 +32,6 @@ pytestmark = pytest.mark.distributed
 #: The issue's start-up race: the scheduler comes up this long after the command.
 SCHEDULER_DELAY = 40.0
 CLI_TIMEOUT = 300
-
-
-def _load_cluster_tests():
-    """``tests/test_cluster.py`` as a module (``tests`` is not a package)."""
-    path = Path(__file__).with_name("test_cluster.py")
-    spec = importlib.util.spec_from_file_location("_dkpca_test_cluster_processes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-write_tls_files = _load_cluster_tests().write_tls_files
 
 
 def _free_port() -> int:
