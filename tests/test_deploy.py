@@ -1,13 +1,16 @@
 """The Kubernetes deployment under deploy/: schemas, security settings, and drift from the CLI.
 
 Offline and fast: the manifests are checked against the Kubernetes OpenAPI schemas shipped with
-kubernetes-validate, and the dask-kubernetes operator's custom resources against a JSON schema
-written here from the operator's CRDs.
+kubernetes-validate, the image's recipe and its hash-pinned lock, and every ``dkpca`` command
+line against dkpca's own parser. What the dask-kubernetes operator makes of the custom
+resources (its CRDs, its pod builders, the network policies on its pods) is checked in
+test_deploy_operator.py.
 """
 
 from __future__ import annotations
 
 import copy
+import posixpath
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +19,6 @@ from typing import Any
 import pytest
 
 yaml = pytest.importorskip("yaml")
-jsonschema = pytest.importorskip("jsonschema")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -38,97 +40,6 @@ TLS_FLAGS = {
     "--tls-key": f"{TLS_DIR}/tls.key",
 }
 UID = 10001
-
-# ---- the operator's custom resources ---------------------------------------------------------
-# Written from dask/dask-kubernetes, dask_kubernetes/operator/customresources/ (main branch:
-# templates.yaml at 9c66d1a7, daskcluster.yaml at c24c9a8a, daskjob.yaml at 91e70316), whose
-# PodSpec and ServiceSpec are Kubernetes' own (resolved there from the 1.21.1 schemas). Those
-# two are only "object" here: test_embedded_pod_and_service_specs validates them against
-# kubernetes-validate's schemas. additionalProperties is false where the CRD lists properties,
-# because the API server silently prunes unknown fields of a structural CRD: a misspelled
-# field would vanish instead of failing.
-
-_OBJECT = {"type": "object"}
-_SIMPLE_META = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
-}
-_CLUSTER_SPEC = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["scheduler", "worker"],
-    "properties": {
-        "idleTimeout": {"type": "integer"},
-        "scheduler": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["spec", "service"],
-            "properties": {"metadata": _SIMPLE_META, "spec": _OBJECT, "service": _OBJECT},
-        },
-        "worker": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["spec"],
-            "properties": {
-                "replicas": {"type": "integer", "minimum": 0},
-                "metadata": _SIMPLE_META,
-                "spec": _OBJECT,
-            },
-        },
-    },
-}
-_METADATA = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {"name": {"type": "string", "pattern": r"^[a-z]([-a-z0-9]*[a-z0-9])?$"}},
-}
-CRD_SCHEMAS = {
-    "DaskCluster": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": DASK_API},
-            "kind": {"const": "DaskCluster"},
-            "metadata": _METADATA,
-            "spec": _CLUSTER_SPEC,
-        },
-    },
-    "DaskJob": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": DASK_API},
-            "kind": {"const": "DaskJob"},
-            "metadata": _METADATA,
-            "spec": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["job", "cluster"],
-                "properties": {
-                    "job": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["spec"],
-                        "properties": {"metadata": _SIMPLE_META, "spec": _OBJECT},
-                    },
-                    "cluster": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["spec"],
-                        "properties": {"metadata": _SIMPLE_META, "spec": _CLUSTER_SPEC},
-                    },
-                },
-            },
-        },
-    },
-}
-
 
 # ---- reading the manifests -------------------------------------------------------------------
 
@@ -249,21 +160,13 @@ def test_core_manifests_validate(manifest, doc):
     kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("doc", [d for _, d in DOCS if d["apiVersion"] == DASK_API],
-                         ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
-def test_operator_resources_validate(doc):
-    jsonschema.validate(doc, CRD_SCHEMAS[doc["kind"]])
-
-
-def test_crd_schema_catches_mistakes():
-    cluster = copy.deepcopy(_of_kind("DaskCluster")[0])
-    cluster["spec"]["worker"]["replica"] = cluster["spec"]["worker"].pop("replicas")
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(cluster, CRD_SCHEMAS["DaskCluster"])
-
-
 def test_embedded_pod_and_service_specs():
-    """The operator's PodSpecs and ServiceSpecs, validated as a Pod and a Service."""
+    """The operator's PodSpecs and ServiceSpecs, validated as a Pod and a Service.
+
+    Against Kubernetes 1.30's schemas: types, required fields, no unknown field. That no field
+    is newer than the PodSpec the operator's CRDs embed (1.21's) is checked by
+    test_deploy_operator.py, on the pods the operator builds.
+    """
     for name, role, pod in _pod_specs():
         wrapped = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": f"{name}-{role}"}, "spec": pod}
@@ -310,7 +213,11 @@ def test_every_container_is_locked_down():
         # Requests equal limits: Guaranteed QoS, no eviction or OOM kill by overcommit.
         resources = container["resources"]
         assert resources["requests"] == resources["limits"], where
-        assert {"cpu", "memory"} <= resources["limits"].keys(), where
+        assert {"cpu", "memory", "ephemeral-storage"} <= resources["limits"].keys(), where
+        # The pod asks for the disk its emptyDirs may fill: filling them never evicts it.
+        disk = sum(_quantity(v["emptyDir"]["sizeLimit"]) for v in volumes.values()
+                   if "emptyDir" in v)
+        assert _quantity(resources["limits"]["ephemeral-storage"]) >= disk, where
         seen += 1
     assert seen >= 8
 
@@ -347,6 +254,74 @@ def test_identity_credentials_and_image_pulls():
             assert refs == [], where  # reads no data
         else:  # they read s3://: without credentials they must not start
             assert refs == [{"name": "dkpca-storage-credentials", "optional": False}], where
+
+
+def _failure_action(job: dict[str, Any], exit_code: int, conditions: set[str] = frozenset()
+                    ) -> str:
+    """What the Job controller does when the pod fails with ``exit_code``.
+
+    The first rule of ``podFailurePolicy`` that matches (an exit code of the named container,
+    or a pod condition that is "True"), else ``Count``: retried while failures stay within
+    ``backoffLimit``.
+    """
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    for rule in job["spec"].get("podFailurePolicy", {}).get("rules", []):
+        codes = rule.get("onExitCodes")
+        if codes is not None and codes.get("containerName", container["name"]) == container[
+                "name"] and (exit_code in codes["values"]) == (codes["operator"] == "In"):
+            return rule["action"]
+        if any(c["type"] in conditions and c.get("status", "True") == "True"
+               for c in rule.get("onPodConditions", [])):
+            return rule["action"]
+    return "Count"
+
+
+def check_job_retries(job: dict[str, Any]) -> None:
+    """A user error fails the Job, a transient failure is retried, a disruption not counted."""
+    from dkpca._errors import EXIT_INTERRUPTED, EXIT_TRANSIENT, EXIT_USAGE
+
+    name = job["metadata"]["name"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never", name  # podFailurePolicy
+    assert job["spec"]["backoffLimit"] >= 2, f"{name}: too few retries"
+    assert _failure_action(job, EXIT_USAGE) == "FailJob", f"{name}: exit 2 would be retried"
+    for status in (EXIT_TRANSIENT, 1):  # 1: an unexpected crash
+        assert _failure_action(job, status) == "Count", f"{name}: exit {status} not retried"
+    for status in (EXIT_INTERRUPTED, EXIT_TRANSIENT):  # evicted, preempted, node drained
+        assert _failure_action(job, status, {"DisruptionTarget"}) == "Ignore", (
+            f"{name}: a disruption (exit {status}) counts against backoffLimit")
+
+
+def test_jobs_retry_what_is_transient():
+    jobs = _of_kind("Job")
+    assert jobs
+    for job in jobs:
+        check_job_retries(job)
+    # The DaskJobs' runners are bare pods that never restart: the operator marks the job Failed
+    # (deploy/README.md, "Resilience"); OnFailure would restart a user error forever.
+    for job in _of_kind("DaskJob"):
+        assert job["spec"]["job"]["spec"]["restartPolicy"] == "Never", job["metadata"]["name"]
+
+
+def _rule(job: dict[str, Any], key: str) -> dict[str, Any]:
+    return next(r for r in job["spec"]["podFailurePolicy"]["rules"] if key in r)
+
+
+RETRY_MISTAKES = {
+    "exit-code rule on another container":
+        lambda job: _rule(job, "onExitCodes")["onExitCodes"].update(containerName="main"),
+    "75 made fatal": lambda job: _rule(job, "onExitCodes")["onExitCodes"]["values"].append(75),
+    "disruptions counted": lambda job: job["spec"]["podFailurePolicy"]["rules"].remove(
+        _rule(job, "onPodConditions")),
+    "no retries": lambda job: job["spec"].update(backoffLimit=0),
+}
+
+
+@pytest.mark.parametrize("mistake", RETRY_MISTAKES)
+def test_job_retry_mistakes_are_caught(mistake):
+    job = copy.deepcopy(_of_kind("Job")[0])
+    RETRY_MISTAKES[mistake](job)
+    with pytest.raises(AssertionError):
+        check_job_retries(job)
 
 
 def test_worker_threads_memory_and_disk_match_its_limits():
@@ -460,11 +435,43 @@ def test_network_policies():
     assert with_blocks == {"allow-object-storage"}
 
 
+#: The base image, pinned by the digest of its multi-platform index (deploy/Containerfile says
+#: how to refresh it).
+BASE_IMAGE = re.compile(r"python:3\.11-slim@sha256:[0-9a-f]{64}")
+#: What the image adds to dkpca[plot]: object storage, the dashboard's plots, /metrics.
+IMAGE_EXTRAS = {"s3fs", "aiobotocore", "botocore", "aiohttp", "bokeh", "prometheus-client"}
+
+
+def _lock(path: Path) -> dict[str, tuple[str, list[str]]]:
+    """A hash-pinned requirements file: {name: (version, [sha256...])}, one per requirement."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    text = path.read_text()
+    logical = re.sub(r"\\\n\s*", " ", text)  # join the continuation lines
+    pins = {}
+    for line in logical.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        requirement, *options = line.split(" --")
+        parsed = Requirement(requirement)
+        (specifier,) = parsed.specifier
+        assert specifier.operator == "==" and "*" not in specifier.version, line
+        assert not parsed.extras and parsed.marker is None, line
+        hashes = [o.removeprefix("hash=sha256:") for o in options]
+        assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), line
+        key = canonicalize_name(parsed.name)
+        assert key not in pins, f"{path.name}: {key} twice"
+        pins[key] = (specifier.version, hashes)
+    return pins
+
+
 def test_containerfile():
     text = (DEPLOY / "Containerfile").read_text()
-    lines = [line.strip() for line in text.splitlines()
+    logical = re.sub(r"\\\n\s*", " ", text)
+    lines = [line.strip() for line in logical.splitlines()
              if line.strip() and not line.lstrip().startswith("#")]
-    assert re.search(r"python:3\.11-slim", text)
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users, "no USER"
     uid = users[-1].split(":")[0]
@@ -474,28 +481,61 @@ def test_containerfile():
         assert "pip" not in line and "install" not in line, line
     assert '["dkpca"]' in [line.split(None, 1)[1] for line in lines
                            if line.startswith("ENTRYPOINT ")]
-    installs = [line for line in lines if "pip install" in line]
-    assert installs and all("--no-index" in line for line in installs)
-    assert "-c /opt/dkpca/requirements.lock" in text
+    # Every stage starts from the base image pinned by digest.
+    (default,) = [line.split("=", 1)[1] for line in lines if line.startswith("ARG PYTHON_IMAGE=")]
+    assert BASE_IMAGE.fullmatch(default), default
+    froms = [line.split()[1] for line in lines if line.startswith("FROM ")]
+    assert len(froms) == 2 and all(f in ("${PYTHON_IMAGE}", default) for f in froms), froms
+    # Third-party wheels only from the hash-pinned locks; dkpca's own offline, built here.
+    commands = [c.strip() for line in lines if line.startswith("RUN ")
+                for c in line.split("&&") if "pip install" in c or "pip wheel" in c]
+    locks = {"/src/build-requirements.lock", "/opt/dkpca/requirements.lock"}
+    hashed = [c for c in commands if "--require-hashes" in c]
+    assert {c.split(" -r ")[1].split()[0] for c in hashed} == locks
+    for command in commands:
+        assert "--no-deps" in command, command
+        assert command in hashed or "--no-index" in command, command
+        assert "-c " not in command and "--upgrade" not in command, command
+    assert any("pip wheel" in c and "--no-build-isolation" in c for c in commands)
+    assert "python -m pip check" in logical
+    ignored = (DEPLOY / "Containerfile.dockerignore").read_text().split()
+    assert {"!deploy/requirements.lock", "!deploy/build-requirements.lock"} <= set(ignored)
 
 
 def test_lock_pins_every_runtime_dependency():
+    import tomllib
     from importlib.metadata import requires
 
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
+    from packaging.version import Version
 
-    pins = {}
-    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, _, version = line.partition("==")
-            assert version and re.fullmatch(r"[\w.+-]+", version), line
-            pins[canonicalize_name(name)] = version
+    pins = _lock(DEPLOY / "requirements.lock")
     for text in requires("dkpca") or []:
         requirement = Requirement(text)
         if requirement.marker is None or requirement.marker.evaluate({"extra": "plot"}):
-            assert canonicalize_name(requirement.name) in pins, requirement.name
-    assert not {"pytest", "ruff", "kubernetes-validate"} & pins.keys()
+            name = canonicalize_name(requirement.name)
+            assert name in pins, name
+            assert Version(pins[name][0]) in requirement.specifier, (name, pins[name][0])
+    assert IMAGE_EXTRAS <= pins.keys()
+    assert not {"pytest", "ruff", "kubernetes-validate", "setuptools", "pip"} & pins.keys()
+    # The build stage's setuptools, hashed too, satisfies pyproject.toml's build-system.
+    build = _lock(DEPLOY / "build-requirements.lock")
+    pyproject = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())
+    for text in pyproject["build-system"]["requires"]:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert Version(build[name][0]) in requirement.specifier, name
+
+
+def test_lock_parser_refuses_a_line_without_hash(tmp_path):
+    (tmp_path / "ok.lock").write_text("a==1 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    assert _lock(tmp_path / "ok.lock") == {"a": ("1", ["0" * 64])}
+    for bad in ("a==1\n", "a>=1 --hash=sha256:" + "0" * 64 + "\n",
+                "a==1 --hash=sha256:abc\n"):
+        (tmp_path / "bad.lock").write_text(bad)
+        with pytest.raises(AssertionError):
+            _lock(tmp_path / "bad.lock")
 
 
 # ---- 3. the dkpca command lines parse with dkpca's own parser --------------------------------
@@ -503,6 +543,7 @@ def test_lock_pins_every_runtime_dependency():
 
 def test_dkpca_commands_parse():
     from dkpca.cli import _parser
+    from dkpca.cluster import SCHEDULER_TIMEOUT
 
     parsed = {}
     for name, _, _, container in _containers():
@@ -515,7 +556,11 @@ def test_dkpca_commands_parse():
         parsed[args.command] = args
     assert {"fit", "select", "transform"} <= parsed.keys()
     assert parsed["fit"].out.endswith(".zarr") and "://" in parsed["fit"].input
-    # The figure goes beside the data: a pod's own disk is gone when it ends.
-    assert parsed["select"].plot.startswith("s3://") and parsed["select"].table.startswith("s3://")
+    # The figure and the table go beside the data: a pod's own disk is gone when it ends.
+    select = parsed["select"]
+    folder = posixpath.dirname(select.input)
+    assert folder.startswith("s3://")
+    assert posixpath.dirname(select.plot) == folder and select.plot.endswith(".png")
+    assert posixpath.dirname(select.table) == folder and select.table.endswith(".zarr")
     for args in parsed.values():  # a cold scheduler pod is waited for
-        assert args.scheduler_timeout >= 300, args.command
+        assert (args.scheduler_timeout or SCHEDULER_TIMEOUT) >= 300, args.command

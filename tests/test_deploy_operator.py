@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -92,6 +93,9 @@ def crd_schemas() -> dict[str, dict[str, Any]]:
 
 
 CRD_SCHEMAS = crd_schemas()
+#: Validators made once: jsonschema.validate would check each large schema at every call.
+CRD_VALIDATORS = {kind: jsonschema.Draft202012Validator(schema)
+                  for kind, schema in CRD_SCHEMAS.items()}
 
 
 def check_against_crds(manifests: Manifests) -> None:
@@ -99,7 +103,7 @@ def check_against_crds(manifests: Manifests) -> None:
     assert resources
     for doc in resources:
         try:
-            jsonschema.validate(doc, CRD_SCHEMAS[doc["kind"]])
+            CRD_VALIDATORS[doc["kind"]].validate(doc)
         except jsonschema.ValidationError as err:
             raise AssertionError(f"{doc['kind']}/{doc['metadata']['name']}: {err.message} "
                                  f"at {list(err.absolute_path)}") from err
@@ -130,27 +134,43 @@ class Rendered:
     services: dict[str, dict[str, Any]] = field(default_factory=dict)  # by cluster name
 
 
-def _merged(labels: dict[str, str], part: dict[str, Any]) -> dict[str, str]:
-    return {**labels, **part.get("metadata", {}).get("labels", {})}
+def _meta(resource: dict[str, Any], part: dict[str, Any]) -> tuple[dict, dict]:
+    """The annotations and labels the controller gives what it builds from ``part``.
+
+    As its handlers do: the resource's own (through its ``_get_annotations`` and
+    ``_get_labels`` filters), updated with those of the part's ``metadata``.
+    """
+    metadata = resource["metadata"]
+    meta = SimpleNamespace(labels=metadata.get("labels", {}),
+                           annotations=metadata.get("annotations", {}))
+    annotations, labels = controller._get_annotations(meta), controller._get_labels(meta)
+    annotations.update(part.get("metadata", {}).get("annotations", {}))
+    labels.update(part.get("metadata", {}).get("labels", {}))
+    return annotations, labels
 
 
 def _render_cluster(cluster: dict[str, Any], namespace: str, source: str, out: Rendered) -> None:
-    """What controller.daskcluster_create and the worker group handler build from a cluster."""
+    """What ``daskcluster_create_components`` and ``daskworkergroup_replica_update`` build."""
     name = cluster["metadata"]["name"]
-    labels = dict(cluster["metadata"].get("labels", {}))
     scheduler, worker = cluster["spec"]["scheduler"], cluster["spec"]["worker"]
+    annotations, labels = _meta(cluster, scheduler)
     deployment = controller.build_scheduler_deployment_spec(
-        name, scheduler["spec"], {}, _merged(labels, scheduler))
+        name, scheduler["spec"], annotations, labels)
     template = deployment["spec"]["template"]
     out.pods.append(Pod("scheduler", name, namespace, template["metadata"]["labels"],
                         template["spec"], source))
     out.services[name] = controller.build_scheduler_service_spec(
-        name, scheduler["service"], {}, _merged(labels, scheduler))
-    group = controller.build_default_worker_group_spec(name, worker, {}, _merged(labels, worker))
+        name, scheduler["service"], annotations, labels)
+    group = controller.build_default_worker_group_spec(name, worker, *_meta(cluster, worker))
+    annotations, labels = _meta(group, group["spec"]["worker"])
     deployment = controller.build_worker_deployment_spec(
-        group["metadata"]["name"], namespace, name, "0123456789", worker["spec"], {},
-        _merged(group["metadata"]["labels"], worker))
+        group["metadata"]["name"], namespace, name, "0123456789", worker["spec"], annotations,
+        labels)
+    # kopf.label(data, labels=cluster.labels): the Deployment's metadata, which is also its
+    # pod template's (the same dict), gains the cluster's labels it does not have yet.
     template = deployment["spec"]["template"]
+    for key, value in cluster["metadata"].get("labels", {}).items():
+        deployment["metadata"]["labels"].setdefault(key, value)
     out.pods.append(Pod("worker", name, namespace, template["metadata"]["labels"],
                         template["spec"], source))
 
@@ -162,17 +182,16 @@ def render(manifests: Manifests) -> Rendered:
             namespace = doc["metadata"].get("namespace", "default")
             if doc["kind"] == "DaskCluster":
                 _render_cluster(doc, namespace, source, out)
-            elif doc["kind"] == "DaskJob":
+            elif doc["kind"] == "DaskJob":  # daskjob_create_components: the cluster, the runner
                 name = doc["metadata"]["name"]
-                labels = dict(doc["metadata"].get("labels", {}))
                 cluster_spec = doc["spec"]["cluster"]
                 cluster = controller.build_cluster_spec(
-                    name, cluster_spec["spec"]["worker"], cluster_spec["spec"]["scheduler"], {},
-                    _merged(labels, cluster_spec))
+                    name, cluster_spec["spec"]["worker"], cluster_spec["spec"]["scheduler"],
+                    *_meta(doc, cluster_spec))
                 _render_cluster(cluster, namespace, source, out)
                 job = doc["spec"]["job"]
-                pod = controller.build_job_pod_spec(name, name, namespace, job["spec"], {},
-                                                    _merged(labels, job))
+                pod = controller.build_job_pod_spec(name, name, namespace, job["spec"],
+                                                    *_meta(doc, job))
                 out.pods.append(Pod("job-runner", name, namespace, pod["metadata"]["labels"],
                                     pod["spec"], source))
             elif doc["kind"] == "Job":  # a client of the long-lived cluster
@@ -200,12 +219,12 @@ def _crd_pod_spec() -> dict[str, Any]:
 
 def check_pod_specs_survive_pruning(manifests: Manifests) -> None:
     """Every field of every operator-made PodSpec exists in the PodSpec the CRDs embed."""
-    schema = _crd_pod_spec()
+    validator = jsonschema.Draft202012Validator(_crd_pod_spec())
     for pod in render(manifests).pods:
         if pod.role == "client":
             continue  # a batch Job: the API server's own PodSpec, checked in test_deploy.py
         try:
-            jsonschema.validate(pod.spec, schema)
+            validator.validate(pod.spec)
         except jsonschema.ValidationError as err:
             raise AssertionError(f"{pod.name}: {err.message} at {list(err.absolute_path)} "
                                  "(the operator's CRD would drop it)") from err
@@ -333,8 +352,12 @@ def _port_allowed(rule: dict[str, Any], port: int, protocol: str) -> bool:
 
 
 def allowed(policies: list[dict[str, Any]], source: Endpoint, target: Endpoint, port: int,
-            protocol: str = "TCP") -> bool:
-    """Whether Kubernetes lets ``source`` open ``port`` on ``target`` under ``policies``."""
+            protocol: str = "TCP", sides: tuple[str, ...] = ("egress", "ingress")) -> bool:
+    """Whether Kubernetes lets ``source`` open ``port`` on ``target`` under ``policies``.
+
+    Both sides must allow it: the source's egress and the target's ingress; ``sides`` asks
+    about one of them alone.
+    """
 
     def side(pod: Endpoint, direction: str, peer: Endpoint) -> bool:
         if pod.ip is not None:
@@ -351,7 +374,8 @@ def allowed(policies: list[dict[str, Any]], source: Endpoint, target: Endpoint, 
                                         for x in rule[key]))
             for policy in selecting for rule in policy["spec"].get(direction, []))
 
-    return side(source, "egress", target) and side(target, "ingress", source)
+    return (("egress" not in sides or side(source, "egress", target))
+            and ("ingress" not in sides or side(target, "ingress", source)))
 
 
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
@@ -379,59 +403,102 @@ def _object_store(manifests: Manifests) -> tuple[Endpoint, int]:
 
     (policy,) = [p for p in _docs(manifests, "NetworkPolicy")
                  if p["metadata"]["name"] == "allow-object-storage"]
-    (rule,) = policy["spec"]["egress"]
+    rule = policy["spec"]["egress"][0]  # the store; any further rule is checked as unexpected
     (peer,) = rule["to"]
     (port,) = rule["ports"]
+    assert "ipBlock" in peer, "allow-object-storage: the store as an address block"
     host = next(ipaddress.ip_network(peer["ipBlock"]["cidr"]).hosts())
     return Endpoint("object store", ip=str(host)), port["port"]
 
 
-def connections(manifests: Manifests) -> tuple[list[tuple], list[tuple]]:
-    """The connections a Dask cluster needs, and some it must not be allowed."""
+#: The ports probed between every pair of endpoints (the object store's is added).
+PORTS = [(53, "UDP"), (53, "TCP"), (80, "TCP"), (443, "TCP"), (8786, "TCP"), (8787, "TCP"),
+         (8788, "TCP"), (8789, "TCP")]
+
+Connection = tuple[Endpoint, Endpoint, int, str]
+
+
+def expected_connections(manifests: Manifests) -> tuple[set[Connection], list[Endpoint],
+                                                        list[Endpoint], list[tuple[int, str]]]:
+    """Exactly the connections a Dask cluster needs, with the endpoints and ports to probe.
+
+    Per cluster: worker -> scheduler 8786, its clients (job runner, dask-client pods) ->
+    scheduler 8786, scheduler -> worker 8788 and 8789, worker -> worker 8788, the operator and
+    opted-in monitoring -> scheduler 8787; every pod -> DNS; pods that read data -> the object
+    store. Nothing else: no connection between clusters, no client -> worker, no internet.
+    """
     pods = render(manifests).pods
     by = {(p.role, p.cluster): _endpoint(p) for p in pods}
-    stranger = Endpoint("unlabelled pod", pods[0].namespace, (),
-                        ((NAMESPACE_LABEL, pods[0].namespace),))
-    needed, forbidden = [], []
-    clusters = sorted({p.cluster for p in pods})
-    for cluster in clusters:
-        scheduler, worker = by[("scheduler", cluster)], by[("worker", cluster)]
-        clients = [e for (role, c), e in by.items() if c == cluster
-                   and role in ("job-runner", "client")]
-        needed += [(worker, scheduler, 8786), (scheduler, worker, 8788),
-                   (scheduler, worker, 8789), (worker, worker, 8788),
-                   (OPERATOR, scheduler, 8787)]
-        needed += [(client, scheduler, 8786) for client in clients]
-        forbidden += [(client, worker, 8788) for client in clients]
-        forbidden += [(worker, scheduler, 8787), (stranger, scheduler, 8786),
-                      (stranger, worker, 8788), (INTERNET, scheduler, 8786)]
-        forbidden += [(client, scheduler, 8787) for client in clients]
-        for other in clusters:
-            if other != cluster:  # clusters of the namespace cannot reach each other
-                forbidden += [(worker, by[("scheduler", other)], 8786),
-                              (by[("scheduler", other)], worker, 8788)]
-    needed += [(by[key], DNS, 53, "UDP") for key in by]
-    store, port = _object_store(manifests)
-    for (role, _), endpoint in by.items():
-        if role == "scheduler":  # reads no data; its dashboard is opt-in
-            needed.append((MONITORING, endpoint, 8787))
-            forbidden += [(endpoint, store, port), (stranger, endpoint, 8787)]
-        else:
-            needed.append((endpoint, store, port))
-        forbidden += [(endpoint, INTERNET, 443), (endpoint, INTERNET, port),
-                      (endpoint, METADATA_SERVICE, 80)]
-    return needed, forbidden
+    assert len(by) == len(pods), "two pods of one role in one cluster"
+    namespace = pods[0].namespace
+    stranger = Endpoint("unlabelled pod", namespace, (), ((NAMESPACE_LABEL, namespace),))
+    outsider = Endpoint("pod of another namespace", "elsewhere", (("app", "other"),),
+                        ((NAMESPACE_LABEL, "elsewhere"),))
+    store, store_port = _object_store(manifests)
+    dns = {(53, "UDP"), (53, "TCP")}
+    expected: set[Connection] = {(stranger, DNS, *port) for port in dns}
+    for (role, cluster), pod in by.items():
+        expected |= {(pod, DNS, *port) for port in dns}
+        scheduler = by[("scheduler", cluster)]
+        if role == "scheduler":
+            worker = by[("worker", cluster)]
+            expected |= {(OPERATOR, pod, 8787, "TCP"), (MONITORING, pod, 8787, "TCP"),
+                         (pod, worker, 8788, "TCP"), (pod, worker, 8789, "TCP")}
+            continue
+        expected |= {(pod, scheduler, 8786, "TCP"), (pod, store, store_port, "TCP")}
+        if role == "worker":
+            expected.add((pod, pod, 8788, "TCP"))  # between the workers of one cluster
+    ours = [*by.values(), stranger]
+    others = [DNS, OPERATOR, MONITORING, outsider, store, METADATA_SERVICE, INTERNET]
+    return expected, ours, others, [*PORTS, (store_port, "TCP")]
 
 
 def check_network_policies(manifests: Manifests) -> None:
+    """The policies allow exactly the expected connections, evaluated pair by pair.
+
+    Each side on its own, too: the egress of our pods allows only expected connections, and so
+    does their ingress, so that one policy's mistake is not hidden by the other side's.
+    """
     policies = list(_docs(manifests, "NetworkPolicy"))
-    needed, forbidden = connections(manifests)
-    for source, target, port, *protocol in needed:
-        assert allowed(policies, source, target, port, *protocol), (
-            f"blocked: {source.name} -> {target.name}:{port}")
-    for source, target, port in forbidden:
-        assert not allowed(policies, source, target, port), (
-            f"open: {source.name} -> {target.name}:{port}")
+    expected, ours, others, ports = expected_connections(manifests)
+    everything = ours + others
+
+    def show(connections: set[Connection]) -> list[str]:
+        return sorted(f"{s.name} -> {t.name}:{port}/{protocol}"
+                      for s, t, port, protocol in connections)
+
+    for sides, sources, targets in ((("egress", "ingress"), everything, everything),
+                                    (("egress",), ours, everything),
+                                    (("ingress",), everything, ours)):
+        actual = {(source, target, *port) for source in sources for target in targets
+                  if source in ours or target in ours
+                  for port in ports if allowed(policies, source, target, *port, sides=sides)}
+        wanted = {c for c in expected if c[0] in sources and c[1] in targets}
+        what = " and ".join(sides)
+        assert not wanted - actual, f"{what} blocks: {show(wanted - actual)}"
+        assert not actual - wanted, f"{what} opens: {show(actual - wanted)}"
+
+
+def _should_select(policy: str, pod: Pod) -> bool:
+    if policy in ("default-deny", "allow-dns"):
+        return True  # every pod of the namespace
+    if policy == "allow-object-storage":
+        return pod.role != "scheduler"  # the pods that read and write data
+    if policy == "dkpca-client":
+        return pod.role == "client"  # clients of the long-lived cluster
+    return pod.role != "client" and policy == f"{pod.cluster}-{pod.role}"  # per cluster, role
+
+
+def check_policy_selection(manifests: Manifests) -> None:
+    """Every NetworkPolicy selects exactly the pods (as the operator labels them) it is for."""
+    pods = render(manifests).pods
+    for policy in _docs(manifests, "NetworkPolicy"):
+        name = policy["metadata"]["name"]
+        selected = {p.name for p in pods if p.namespace == policy["metadata"]["namespace"]
+                    and _selects(policy["spec"]["podSelector"], p.labels)}
+        expected = {p.name for p in pods if _should_select(name, p)}
+        assert expected, f"{name}: a policy this test does not know"
+        assert selected == expected, f"{name} selects {sorted(selected)}, not {sorted(expected)}"
 
 
 CHECKS: dict[str, Callable[[Manifests], None]] = {
@@ -441,6 +508,7 @@ CHECKS: dict[str, Callable[[Manifests], None]] = {
     "scale-down": check_scale_down_works,
     "probes": check_probes_point_at_something,
     "network": check_network_policies,
+    "selection": check_policy_selection,
 }
 
 
@@ -454,28 +522,87 @@ def test_manifests_pass(check, manifests):
     CHECKS[check](manifests)
 
 
-def test_crd_pod_spec_predates_kubernetes_1_23():
-    """The CRDs embed an old PodSpec (Kubernetes 1.21's): newer fields would be dropped."""
-    fields = set(_crd_pod_spec()["properties"])
-    current = _pod_spec_fields(K8S_VERSION)
-    assert fields < current
-    assert "setHostnameAsFQDN" in fields  # Kubernetes 1.20
-    assert not {"os", "hostUsers", "schedulingGates", "resourceClaims"} & fields  # 1.23-1.26
-    with pytest.raises(AssertionError, match="'os' was unexpected"):
-        check_pod_specs_survive_pruning({"x.yaml": [{
-            "apiVersion": DASK_API, "kind": "DaskCluster",
-            "metadata": {"name": "c", "namespace": "n"},
-            "spec": {"scheduler": {"spec": {"containers": [], "os": {"name": "linux"}},
-                                   "service": {}},
-                     "worker": {"spec": {"containers": []}}}}]})
+#: The Kubernetes version whose PodSpec the CRDs embed (dask-kubernetes generates them from
+#: that version's OpenAPI schema); test_crd_pod_spec_is_kubernetes_1_21 finds it.
+CRD_POD_SPEC_VERSION = (1, 21)
+
+#: Fields of the PodSpec (and of what it holds) that came or went, with the Kubernetes minor
+#: version, from the Kubernetes changelogs. Those from 1.25 on are checked against the schemas
+#: kubernetes-validate ships (1.25 and later); the older ones bracket the CRD's version.
+FIELD_HISTORY = {
+    "setHostnameAsFQDN": ("added", (1, 19)),
+    "containers[].readinessProbe.terminationGracePeriodSeconds": ("added", (1, 21)),
+    "securityContext.windowsOptions.hostProcess": ("added", (1, 22)),
+    "os": ("added", (1, 23)),
+    "containers[].readinessProbe.grpc": ("added", (1, 23)),
+    "topologySpreadConstraints[].minDomains": ("added", (1, 24)),
+    "volumes[].ephemeral.volumeClaimTemplate.metadata.clusterName": ("removed", (1, 24)),
+    "hostUsers": ("added", (1, 25)),
+    "schedulingGates": ("added", (1, 26)),
+    "containers[].resizePolicy": ("added", (1, 27)),
+    "containers[].restartPolicy": ("added", (1, 28)),
+}
+
+_SCHEMAS = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
 
 
-def _pod_spec_fields(version: str) -> set[str]:
+def _field_paths(schema: dict[str, Any], definitions: dict[str, Any], prefix: str = "",
+                 depth: int = 0) -> set[str]:
+    """Every field under ``schema`` as a dotted path (``containers[].ports[].name``)."""
+    if "$ref" in schema:
+        schema = definitions[schema["$ref"].rsplit("/", 1)[1]]
+    if isinstance(schema.get("items"), dict):
+        return _field_paths(schema["items"], definitions, f"{prefix}[]", depth)
+    paths = set()
+    for name, sub in schema.get("properties", {}).items():
+        path = f"{prefix}.{name}" if prefix else name
+        paths.add(path)
+        if depth < 12:
+            paths |= _field_paths(sub, definitions, path, depth + 1)
+    return paths
+
+
+def _kubernetes_pod_spec_fields() -> dict[tuple[int, int], set[str]]:
+    """The PodSpec's fields in each Kubernetes version kubernetes-validate ships."""
     import json
 
-    folder = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{version}-local-strict"
-    schema = json.loads((folder / "podspec-v1.json").read_text())
-    return set(schema["properties"])
+    versions = {}
+    for folder in _SCHEMAS.glob("v*-local-strict"):
+        major, minor, _ = folder.name[1:].split("-")[0].split(".")
+        definitions = json.loads((folder / "_definitions.json").read_text())["$defs"]
+        versions[int(major), int(minor)] = _field_paths(
+            definitions["io.k8s.api.core.v1.PodSpec"], definitions)
+    return dict(sorted(versions.items()))
+
+
+def test_crd_pod_spec_is_kubernetes_1_21():
+    """The CRDs embed Kubernetes 1.21's PodSpec: anything newer is pruned (dropped silently)."""
+    crd = _field_paths(_crd_pod_spec(), {})
+    shipped = _kubernetes_pod_spec_fields()
+    assert min(shipped) <= (1, 25)
+    # Which fields it has and lacks puts it at 1.21: it has the probes' grace period (1.21),
+    # lacks hostProcess (1.22), and still has ObjectMeta.clusterName (removed in 1.24).
+    for path, (change, version) in FIELD_HISTORY.items():
+        present = version <= CRD_POD_SPEC_VERSION if change == "added" else (
+            version > CRD_POD_SPEC_VERSION)
+        assert (path in crd) == present, (path, change, version)
+    # The history agrees with the schemas shipped, where they reach.
+    for path, (change, version) in FIELD_HISTORY.items():
+        for shipped_version, fields in shipped.items():
+            if version >= min(shipped):
+                assert (path in fields) == (shipped_version >= version), (path, shipped_version)
+            else:
+                assert (path in fields) == (change == "added"), (path, shipped_version)
+    # Against every version shipped: the CRD knows no field Kubernetes lacks but the removed
+    # clusterName, so it is an older PodSpec, not another; each version has fields it lacks.
+    for version, fields in shipped.items():
+        removed = crd - fields
+        assert removed == {"volumes[].ephemeral.volumeClaimTemplate.metadata.clusterName"}, version
+        added = fields - crd
+        assert {"hostUsers", "os", "securityContext.windowsOptions.hostProcess"} <= added, version
+    # What the manifests, validated as K8S_VERSION in test_deploy.py, could hold in vain:
+    newer = shipped[tuple(int(n) for n in K8S_VERSION.split(".")[:2])] - crd
+    assert {"hostUsers", "containers[].resizePolicy", "containers[].restartPolicy"} <= newer
 
 
 def _job(manifests: Manifests, kind: str) -> dict[str, Any]:
@@ -535,7 +662,13 @@ def _drop_client_label(m: Manifests) -> None:
 
 
 def _newer_pod_field(m: Manifests) -> None:
-    _job(m, "DaskCluster")["spec"]["worker"]["spec"]["os"] = {"name": "linux"}
+    _job(m, "DaskCluster")["spec"]["worker"]["spec"]["hostUsers"] = False  # Kubernetes 1.25
+
+
+def _newer_container_field(m: Manifests) -> None:
+    (container,) = _job(m, "DaskJob")["spec"]["job"]["spec"]["containers"]
+    container["resizePolicy"] = [{"resourceName": "memory",  # Kubernetes 1.27
+                                  "restartPolicy": "RestartContainer"}]
 
 
 def _cluster_metadata(m: Manifests) -> None:
@@ -559,26 +692,61 @@ def _clusters_share_a_scheduler(m: Manifests) -> None:
                         "dask.org/cluster-name", None)
 
 
-BREAKAGES: dict[str, tuple[Callable[[Manifests], None], str]] = {
-    "object storage opened to the internet": (_open_internet, "network"),
-    "workers of any cluster admitted to a scheduler": (_clusters_share_a_scheduler, "network"),
-    "scheduler API route removed": (_drop_route, "scale-down"),
-    "worker --name removed": (_drop_worker_name, "scale-down"),
-    "probe on a wrong path": (_probe_path, "probes"),
-    "probe on a wrong port name": (_probe_port, "probes"),
-    "DNS egress deleted": (_drop_dns, "network"),
-    "worker to scheduler egress deleted": (_drop_worker_to_scheduler, "network"),
-    "dask-client label dropped from the Job": (_drop_client_label, "network"),
-    "PodSpec field newer than the CRD's": (_newer_pod_field, "pruning"),
-    "spec.cluster.metadata in a DaskJob": (_cluster_metadata, "crds"),
+def _runner_reaches_workers(m: Manifests) -> None:
+    policy = _policy(m, lambda p: p["metadata"]["name"] == "dkpca-fit-job-runner")
+    policy["spec"]["egress"].append({
+        "to": [{"podSelector": {"matchLabels": {"dask.org/cluster-name": "dkpca-fit",
+                                                "dask.org/component": "worker"}}}],
+        "ports": [{"protocol": "TCP", "port": 8788}]})
+
+
+def _dashboard_to_the_namespace(m: Manifests) -> None:
+    policy = _policy(m, lambda p: p["metadata"]["name"] == "dkpca-scheduler")
+    (rule,) = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == 8787]
+    rule["from"].append({"podSelector": {}})
+
+
+def _policy_of_another_cluster(m: Manifests) -> None:
+    policy = _policy(m, lambda p: p["metadata"]["name"] == "dkpca-fit-worker")
+    policy["spec"]["podSelector"]["matchLabels"]["dask.org/cluster-name"] = "dkpca-select"
+
+
+#: Each breakage, the check that catches it, and what that check's message must say.
+BREAKAGES: dict[str, tuple[Callable[[Manifests], None], str, str]] = {
+    "scheduler API route removed": (_drop_route, "scale-down", "no distributed.http.scheduler.api"),
+    "worker --name removed": (_drop_worker_name, "scale-down", "no --name"),
+    "probe on a wrong path": (_probe_path, "probes", "/healthz is not served"),
+    "probe on a wrong port name": (_probe_port, "probes", "readinessProbe: tcp-wroker"),
+    "DNS egress deleted": (_drop_dns, "network", "blocks: .*kube-dns:53/UDP"),
+    "worker to scheduler egress deleted": (
+        _drop_worker_to_scheduler, "network", r"blocks: .*worker -> [\w.:-]+scheduler:8786/TCP"),
+    "dask-client label dropped from the Job": (
+        _drop_client_label, "network", r"blocks: \['job-transform.yaml:client -> "),
+    "PodSpec field newer than the CRD's (hostUsers)": (
+        _newer_pod_field, "pruning", "'hostUsers' was unexpected"),
+    "container field newer than the CRD's (resizePolicy)": (
+        _newer_container_field, "pruning", "'resizePolicy' was unexpected"),
+    "spec.cluster.metadata in a DaskJob": (
+        _cluster_metadata, "crds", r"'metadata' was unexpected\) at \['spec', 'cluster'\]"),
+    "object storage opened to the internet": (_open_internet, "network", "opens: .*internet"),
+    "workers of any cluster admitted to a scheduler": (
+        _clusters_share_a_scheduler, "network", "opens: .*daskjob-fit.yaml:worker"),
+    "job runner allowed out to the workers": (
+        _runner_reaches_workers, "network", "egress opens: .*job-runner -> .*worker:8788"),
+    "dashboard opened to the whole namespace": (
+        _dashboard_to_the_namespace, "network", "ingress opens: .*scheduler:8787"),
+    "a policy selecting another cluster's pods": (
+        _policy_of_another_cluster, "selection", "dkpca-fit-worker selects"),
 }
 
 
 @pytest.mark.parametrize("breakage", BREAKAGES)
 def test_each_breakage_is_caught(breakage, manifests):
-    mutate, check = BREAKAGES[breakage]
+    """A known mistake, applied to a copy of the manifests, fails its check, for its reason."""
+    mutate, check, reason = BREAKAGES[breakage]
     broken = copy.deepcopy(manifests)
     mutate(broken)
     assert broken != manifests
-    with pytest.raises(AssertionError):
+    CHECKS[check](manifests)  # the same check passes on the manifests as they are
+    with pytest.raises(AssertionError, match=reason):
         CHECKS[check](broken)
