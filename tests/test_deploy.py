@@ -149,6 +149,8 @@ def test_manifests_exist_and_parse():
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     for resource in kustomization["resources"]:
         assert (DEPLOY / resource).is_file(), resource
+    # Not applied by default: cert-manager's kinds need its CRDs, the template holds no keys.
+    assert not {CERT_MANAGER.name, "tls-secret.template.yaml"} & set(kustomization["resources"])
 
 
 @pytest.mark.parametrize(

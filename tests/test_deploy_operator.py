@@ -605,6 +605,36 @@ def test_crd_pod_spec_is_kubernetes_1_21():
     assert {"hostUsers", "containers[].resizePolicy", "containers[].restartPolicy"} <= newer
 
 
+def test_operator_and_monitoring_reach_what_the_chart_expects(manifests):
+    """The operator's helm chart: its pods' labels, and what its ServiceMonitor scrapes.
+
+    The policies admit the operator by the labels the chart gives its pods; the chart's
+    ServiceMonitor selects the scheduler Services by label and scrapes their port
+    ``http-dashboard``, where the scheduler serves ``/metrics`` (prometheus_client is in the
+    image).
+    """
+    chart = CRDS.parent
+    name = yaml.safe_load((chart / "Chart.yaml").read_text())["name"]
+    helpers = (chart / "templates" / "_helpers.tpl").read_text()
+    assert 'app.kubernetes.io/name: {{ include "dask_kubernetes_operator.name" . }}' in helpers
+    assert dict(OPERATOR.labels) == {"app.kubernetes.io/name": name}
+    # A helm template, not YAML: read the two facts from its text.
+    monitor = (chart / "templates" / "servicemonitor-scheduler.yaml").read_text()
+    (port,) = re.findall(r"^ +port: ([\w-]+)$", monitor, re.MULTILINE)
+    match = re.search(r"^  selector:\n    matchLabels:\n      ([\w./-]+): \"(\w+)\"$", monitor,
+                      re.MULTILINE)
+    assert match, "the chart's ServiceMonitor selector changed"
+    rendered = render(manifests)
+    assert rendered.services
+    for cluster, service in rendered.services.items():
+        assert service["metadata"]["labels"].get(match[1]) == match[2], cluster
+        assert port in {p["name"] for p in service["spec"]["ports"]}, cluster
+    for pod in rendered.pods:
+        if pod.role == "scheduler":
+            (container,) = pod.spec["containers"]
+            assert "distributed.http.scheduler.prometheus" in _routes(container), pod.name
+
+
 def _job(manifests: Manifests, kind: str) -> dict[str, Any]:
     return next(_docs(manifests, kind))
 
