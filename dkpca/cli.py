@@ -324,11 +324,17 @@ def _client_options(args: argparse.Namespace) -> dict[str, Any]:
 @contextlib.contextmanager
 def _cluster(options: dict[str, Any]) -> Iterator[None]:
     from dkpca.cluster import connect
+    from dkpca.io import stop_writers_before_cleanup
 
     with connect(**options) as client:
         logger.info("dashboard: %s", client.dashboard_link)
+        # An interrupted or failed write closes an embedded cluster before it removes its
+        # partial output, so that no task still running can write into it afterwards.
+        stopping = (contextlib.nullcontext() if options["scheduler"] is not None
+                    else stop_writers_before_cleanup(client.cluster.close))
         try:
-            yield
+            with stopping:
+                yield
         finally:
             # A progress feed still sleeping on the scheduler is cancelled at shutdown and
             # logged as an error by distributed; nothing is wrong, so keep it off the screen.

@@ -293,3 +293,32 @@ def test_sigterm_leaves_nothing(interrupted_transform, tmp_path):
     assert stderr.strip().endswith("dkpca: interrupted; no output was written")
     assert _session_ends(process.pid)
     assert list(tmp_path.iterdir()) == [], stderr[-3000:]
+
+
+@pytest.mark.distributed
+def test_a_failed_write_stops_the_embedded_cluster_before_cleaning_up(tmp_path, monkeypatch):
+    """No worker may be left to write into a temporary store once it is being removed."""
+    import distributed
+    import zarr
+
+    from dkpca.cli import _cluster
+    from dkpca.io import Location, atomic_location
+
+    options = {"scheduler": None, "n_workers": 1, "threads_per_worker": 1,
+               "memory_limit": "1GiB", "security": None, "timeout": 60}
+    remove, seen = Location.remove, {}
+
+    def observed_remove(location, *args, **kwargs):
+        seen["cluster"] = str(distributed.get_client().cluster.status)
+        return remove(location, *args, **kwargs)
+
+    monkeypatch.setattr(Location, "remove", observed_remove)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        _cluster(options),
+        atomic_location(tmp_path / "out.zarr") as temp,
+    ):
+        zarr.open_group(temp.store, mode="w")
+        raise KeyboardInterrupt  # Ctrl-C mid-write
+    assert seen["cluster"] == "Status.closed"
+    assert list(tmp_path.iterdir()) == []

@@ -17,6 +17,7 @@ from dkpca.io._zarr import (
     atomic_group,
     atomic_location,
     check_destination,
+    stop_writers_before_cleanup,
     store_array,
     write_file,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "is_lazy",
     "is_sparse",
     "open_zarr",
+    "stop_writers_before_cleanup",
     "store_array",
     "url_options",
     "write_file",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dask.array as da
@@ -21,7 +21,14 @@ import zarr
 
 from dkpca.io._location import Location
 
-__all__ = ["atomic_group", "atomic_location", "check_destination", "store_array", "write_file"]
+__all__ = [
+    "atomic_group",
+    "atomic_location",
+    "check_destination",
+    "stop_writers_before_cleanup",
+    "store_array",
+    "write_file",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +61,45 @@ def check_destination(
     if not overwrite and target.exists():
         raise FileExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
     return target
+
+
+#: What a failed write calls, newest first, before it removes its temporary store.
+_writer_stoppers: list[Callable[[], None]] = []
+
+
+@contextlib.contextmanager
+def stop_writers_before_cleanup(stop: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a failed atomic write calls ``stop()`` before it cleans up.
+
+    Cancelling a computation does not stop the tasks already running: one may still write a
+    chunk into the temporary store after it was removed, and so recreate it. The command line
+    passes a ``stop`` that closes its embedded cluster, so that no worker is left to write.
+
+    Examples
+    --------
+    >>> calls = []
+    >>> with stop_writers_before_cleanup(lambda: calls.append("stopped")):
+    ...     try:
+    ...         with atomic_location("memory://doc/failed.zarr", overwrite=True):
+    ...             raise RuntimeError("the write failed")
+    ...     except RuntimeError:
+    ...         pass
+    >>> calls
+    ['stopped']
+    """
+    _writer_stoppers.append(stop)
+    try:
+        yield
+    finally:
+        _writer_stoppers.remove(stop)
+
+
+def _stop_writers() -> None:
+    for stop in reversed(_writer_stoppers[:]):
+        try:
+            stop()
+        except Exception:  # cleaning up matters more than a clean stop
+            logger.warning("could not stop the writers before cleaning up", exc_info=True)
 
 
 def _commit(temp: Location, target: Location, overwrite: bool) -> None:
@@ -99,6 +145,7 @@ def atomic_location(
         yield temp
         _commit(temp, target, overwrite)
     except BaseException:
+        _stop_writers()
         temp.remove()
         raise
     logger.debug("wrote %s", target)
