@@ -266,15 +266,72 @@ def _session_ends(session: int) -> bool:
     return False
 
 
-def test_sigkill_leaves_no_output(interrupted_transform, tmp_path):
+def test_sigkill_leaves_no_output(interrupted_transform, transform_inputs, tmp_path):
     process, _ = interrupted_transform(signal.SIGKILL)
     assert process.returncode == -signal.SIGKILL
     # the orphaned worker notices its nanny's death and exits: nothing writes any more
     assert _session_ends(process.pid)
     assert not (tmp_path / "scores.zarr").exists()
-    # no cleanup is possible after SIGKILL: the hidden temporary sibling stays
+    # no cleanup is possible after SIGKILL: the hidden temporary sibling stays...
     (temp,) = tmp_path.iterdir()
     assert temp.name.startswith(".scores.zarr.dkpca-tmp-")
+    # ...until the same command runs again: its writer is gone, so the rerun sweeps it
+    model, X = transform_inputs
+    rerun = subprocess.run(
+        [sys.executable, "-m", "dkpca", "transform", str(model), str(X), "--out",
+         str(tmp_path / "scores.zarr"), "--workers", "1", "--threads-per-worker", "1"],
+        capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "removed the abandoned temporary" in rerun.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["scores.zarr"]
+
+
+def test_a_live_writers_temporary_survives_a_sweep(tmp_path):
+    """A writer still at work keeps its temporary store; once it is killed, it is swept."""
+    from dkpca.io import Location
+    from dkpca.io._temporaries import sweep_stale_siblings
+
+    destination = tmp_path / "out.zarr"
+    program = ("import sys, zarr; from dkpca.io import atomic_location\n"
+               f"with atomic_location({str(destination)!r}) as temp:\n"
+               "    zarr.open_group(temp.store, mode='w-')\n"
+               "    print(temp.store, flush=True)\n"
+               "    sys.stdin.readline()\n")
+    writer = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        temp = Path(writer.stdout.readline().strip())
+        assert temp.is_dir() and temp.name.startswith(".out.zarr.dkpca-tmp-")
+        assert sweep_stale_siblings(Location(destination)) == []  # alive: kept
+        assert temp.is_dir()
+    finally:
+        writer.kill()
+        writer.wait(timeout=TIMEOUT)
+    assert sweep_stale_siblings(Location(destination)) == [str(temp)]  # gone: swept
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweeping_judges_other_hosts_by_age(tmp_path):
+    from dkpca.io import Location
+    from dkpca.io._temporaries import FOREIGN_WRITER_AGE, sweep_stale_siblings
+
+    now = int(time.time())
+    old, recent = now - int(FOREIGN_WRITER_AGE) - 60, now - 60
+    names = {
+        f".out.zarr.dkpca-tmp-0badc0de-1-{old}-abcd1234": False,  # other host, long ago
+        f".out.zarr.dkpca-tmp-0badc0de-1-{recent}-abcd1234": True,  # other host, recent
+        ".out.zarr.dkpca-tmp-0123456789ab": True,  # no writer recorded, recent
+        ".out.zarr.dkpca-old-0badc0de-1-1-abcd1234": True,  # a previous version: never
+        ".other.zarr.dkpca-tmp-0badc0de-1-1-abcd1234": True,  # another destination's
+    }
+    for name in names:
+        (tmp_path / name).mkdir()
+    stale_legacy = tmp_path / ".out.zarr.dkpca-tmp-fedcba987654"
+    stale_legacy.mkdir()
+    os.utime(stale_legacy, (old, old))
+    names[stale_legacy.name] = False
+    sweep_stale_siblings(Location(tmp_path / "out.zarr"))
+    assert {p.name for p in tmp_path.iterdir()} == {n for n, kept in names.items() if kept}
 
 
 def test_sigint_leaves_nothing(interrupted_transform, tmp_path):

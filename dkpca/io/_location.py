@@ -79,8 +79,14 @@ class Location:
         return fsspec.core.url_to_fs(self.store, **self.storage_options)
 
     def sibling(self, tag: str) -> Location:
-        """Return a fresh hidden location beside this one: ``.NAME.dkpca-TAG-RANDOM``."""
-        hidden = f".{self.name}.dkpca-{tag}-{uuid.uuid4().hex[:12]}"
+        """Return a fresh hidden location beside this one: ``.NAME.dkpca-TAG-WRITER-RANDOM``.
+
+        ``WRITER`` names this process (:func:`dkpca.io._temporaries.writer_token`), so that a
+        later write can tell an abandoned sibling from one still being written.
+        """
+        from dkpca.io._temporaries import writer_token
+
+        hidden = f".{self.name}.dkpca-{tag}-{writer_token()}-{uuid.uuid4().hex[:8]}"
         if self.is_local:
             return Location(os.path.join(os.path.dirname(self.store), hidden))
         parent = self.store.rpartition("/")[0]  # "memory:/" for "memory://x.zarr": still right

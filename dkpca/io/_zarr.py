@@ -2,8 +2,10 @@
 
 A failed or interrupted run (an exception, Ctrl-C) removes its temporary store and leaves the
 destination as it was: absent, or the previous complete version. A process killed outright
-(SIGKILL, a lost pod) cannot clean up; its hidden ``.NAME.dkpca-tmp-*`` sibling stays behind,
-but the destination itself is never half-written.
+(SIGKILL, a lost pod) cannot clean up: its hidden ``.NAME.dkpca-tmp-*`` sibling stays until the
+next write to the same destination sweeps it (:mod:`dkpca.io._temporaries`), but the
+destination itself is never half-written. While the command line writes, an interrupted write
+first stops its embedded cluster's workers, then cleans up (:func:`stop_writers_before_cleanup`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import zarr
 
 from dkpca.io._location import Location
+from dkpca.io._temporaries import sweep_stale_siblings
 
 __all__ = [
     "atomic_group",
@@ -140,6 +143,7 @@ def atomic_location(
     True
     """
     target = check_destination(destination, overwrite=overwrite, storage_options=storage_options)
+    sweep_stale_siblings(target)  # what killed writers left behind
     temp = target.sibling("tmp")
     try:
         yield temp

@@ -1,0 +1,120 @@
+"""Temporary stores of atomic writes: who writes each, and sweeping those nobody writes.
+
+Every temporary store beside a destination is named after its writer:
+``.NAME.dkpca-tmp-HOST-PID-STARTED-RANDOM``, with ``HOST`` a hash of the host name, ``PID``
+the writing process and ``STARTED`` the second it started writing. The name is the record: it
+is there from the store's first byte, needs no write of its own, and cannot be left half
+written (a record inside the store would also stop zarr from creating its group there). A
+process killed outright (SIGKILL, a lost pod) leaves its temporary store behind; the next
+write to the same destination (any atomic write: ``dkpca.save``, every command's outputs)
+removes the siblings whose writer is provably gone, and logs each:
+
+- on this host, a writer whose process no longer exists;
+- on another host (a replaced pod, another machine), a writer that started more than
+  :data:`FOREIGN_WRITER_AGE` seconds ago, since its process cannot be seen from here;
+- a sibling named before writers were recorded, last changed more than that age ago.
+
+A live writer's temporary store is never touched. The ``.NAME.dkpca-old-*`` sibling that an
+overwrite moves the previous version to is never swept: if its writer died between the two
+renames, it is the only copy of that version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dkpca.io._location import Location
+
+__all__ = ["FOREIGN_WRITER_AGE", "sweep_stale_siblings", "writer_token"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds after which the temporary store of another host's writer is taken as abandoned:
+#: far longer than any write, while a killed run is usually rerun much later.
+FOREIGN_WRITER_AGE = 24 * 3600.0
+
+_WRITER = re.compile(r"-tmp-(?:(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<started>\d+)-)?[0-9a-f]+$")
+
+
+def _host() -> str:
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def writer_token() -> str:
+    """``HOST-PID-STARTED`` of this process, for the name of a temporary store.
+
+    Examples
+    --------
+    >>> import os
+    >>> writer_token().split("-")[1] == str(os.getpid())
+    True
+    """
+    return f"{_host()}-{os.getpid()}-{int(time.time())}"
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _abandoned(fs: Any, path: str, name: str, now: float, max_age: float) -> str | None:
+    """Why the temporary store ``name`` is abandoned, or ``None`` if it may be in use."""
+    match = _WRITER.search(name)
+    if match is None:
+        return None
+    if match["host"] is None:  # named before writers were recorded: judge by its age
+        try:
+            age = now - fs.modified(path).timestamp()
+        except (NotImplementedError, FileNotFoundError, OSError):
+            return None  # no age to judge by: keep it
+        return f"no writer recorded, last changed {age / 3600:.1f} h ago" if age > max_age else None
+    pid = int(match["pid"])
+    if match["host"] == _host():
+        return None if _process_exists(pid) else f"its writer, process {pid}, is gone"
+    age = now - int(match["started"])
+    return f"its writer on another host started {age / 3600:.1f} h ago" if age > max_age else None
+
+
+def sweep_stale_siblings(target: Location, max_age: float = FOREIGN_WRITER_AGE) -> list[str]:
+    """Remove the abandoned temporary stores beside ``target``; return what was removed.
+
+    Examples
+    --------
+    >>> from dkpca.io import Location
+    >>> sweep_stale_siblings(Location("memory://doc/sweep/out.zarr"))
+    []
+    """
+    fs, path = target._fs()
+    parent = path.rstrip("/").rpartition("/")[0] or "/"
+    prefix = f".{target.name}.dkpca-tmp-"
+    try:
+        siblings = fs.ls(parent, detail=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed = []
+    now = time.time()
+    for sibling in siblings:
+        name = sibling.rstrip("/").rpartition("/")[2]
+        if not name.startswith(prefix):
+            continue
+        reason = _abandoned(fs, sibling, name, now, max_age)
+        if reason is None:
+            continue
+        with contextlib.suppress(FileNotFoundError):  # another sweeper was first
+            fs.rm(sibling, recursive=True)
+            logger.warning("removed the abandoned temporary %s (%s)", sibling, reason)
+            removed.append(sibling)
+    return removed
