@@ -379,3 +379,25 @@ def test_a_failed_write_stops_the_embedded_cluster_before_cleaning_up(tmp_path, 
         raise KeyboardInterrupt  # Ctrl-C mid-write
     assert seen["cluster"] == "Status.closed"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_writers_to_one_destination(tmp_path):
+    """Started at once with the same --out: one wins, the other exits 2 with one line."""
+    X = np.random.default_rng(3).normal(size=(3000, 8))
+    zarr.create_array(tmp_path / "X.zarr", data=X, chunks=(500, 8))
+    out = tmp_path / "model.zarr"
+    argv = [sys.executable, "-m", "dkpca", "fit", str(tmp_path / "X.zarr"), "--out", str(out),
+            "--n-components", "3", "--solver", "nystrom", "--n-landmarks", "200",
+            "--random-state", "0", "--workers", "1", "--threads-per-worker", "1", "--quiet"]
+    writers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    outputs = [w.communicate(timeout=TIMEOUT) for w in writers]
+    results = [(w.returncode, *output) for w, output in zip(writers, outputs, strict=True)]
+    assert sorted(status for status, _, _ in results) == [0, 2], results
+    (loser,) = [err for status, _, err in results if status == 2]
+    lines = loser.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dkpca: error: ")
+    assert "already exists" in lines[0] or "another writer was first" in lines[0]
+    model = dkpca.load(out)  # complete and loadable
+    assert model.n_components_ == 3
+    assert [p.name for p in sorted(tmp_path.iterdir())] == ["X.zarr", "model.zarr"]

@@ -102,3 +102,20 @@ def test_store_array_regularises_chunks(tmp_path):
     stored = zarr.open_array(tmp_path / "r.zarr" / "x", mode="r")
     assert stored.chunks == (6, 2)
     np.testing.assert_array_equal(stored[:], np.arange(30.0).reshape(15, 2))
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_a_rename_never_replaces_what_another_writer_put_there(tmp_path, kind):
+    from dkpca.io import Location
+
+    temp, target = tmp_path / ".out.tmp", tmp_path / "out"
+    for path, text in ((temp, "mine"), (target, "theirs")):
+        if kind == "folder":
+            path.mkdir()
+            (path / "zarr.json").write_text(text)
+        else:
+            path.write_text(text)
+    with pytest.raises(FileExistsError, match="another writer was first"):
+        Location(temp).move_to(Location(target))
+    theirs = target / "zarr.json" if kind == "folder" else target
+    assert theirs.read_text() == "theirs" and temp.exists()

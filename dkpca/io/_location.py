@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import time
@@ -124,9 +125,27 @@ class Location:
             time.sleep(settle / 4)
 
     def move_to(self, destination: Location) -> None:
-        """Rename this store to ``destination`` (one ``rename`` on a local file system)."""
+        """Rename this store to ``destination`` (one ``rename`` on a local file system).
+
+        Raises
+        ------
+        FileExistsError
+            ``destination`` appeared meanwhile (another writer was first): a local rename
+            never replaces a folder that has content.
+        """
         if self.is_local:
-            os.rename(self.store, destination.store)
+            try:
+                if os.path.isdir(self.store):
+                    os.rename(self.store, destination.store)
+                else:  # a rename would silently replace a file that appeared meanwhile
+                    os.link(self.store, destination.store)
+                    os.unlink(self.store)
+            except OSError as err:
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                raise FileExistsError(
+                    f"{destination} appeared while the results were being written (another "
+                    "writer was first); pass --overwrite to replace it") from err
             return
         fs, path = self._fs()
         fs.mv(path, destination._fs()[1], recursive=True)

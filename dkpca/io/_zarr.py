@@ -110,7 +110,9 @@ def _commit(temp: Location, target: Location, overwrite: bool) -> None:
         temp.move_to(target)
         return
     if not overwrite:
-        raise FileExistsError(f"{target} appeared while the results were being written")
+        raise FileExistsError(
+            f"{target} appeared while the results were being written (another writer was "
+            "first); pass --overwrite to replace it")
     previous = target.sibling("old")
     target.move_to(previous)
     try:
