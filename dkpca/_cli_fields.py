@@ -98,10 +98,11 @@ def _fields(args: argparse.Namespace) -> Any:
     import xarray as xr
 
     from dkpca._errors import UsageError
-    from dkpca.io import url_options
+    from dkpca.io import Location, require_complete, url_options
 
-    ds = xr.open_zarr(args.input, consolidated=False,
-                      storage_options=url_options(args.input, args.storage_options))
+    options = url_options(args.input, args.storage_options)
+    require_complete(Location(args.input, options))
+    ds = xr.open_zarr(args.input, consolidated=False, storage_options=options)
     sample_dims = args.sample_dim
     if args.variable:
         missing = [v for v in args.variable if v not in ds.data_vars]

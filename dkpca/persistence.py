@@ -65,7 +65,7 @@ from dkpca._validation import check_is_fitted
 from dkpca._version import __version__
 from dkpca.blocked import compute
 from dkpca.decomposition import KernelPCA
-from dkpca.io import Location, atomic_group, store_array
+from dkpca.io import Location, atomic_group, require_complete, store_array
 from dkpca.kernels import Kernel, kernel_from_config
 from dkpca.linear import PCA
 from dkpca.solvers import KernelBasis
@@ -378,6 +378,8 @@ def load(
     ------
     FileNotFoundError
         Nothing at ``path``.
+    dkpca.io.IncompleteResultError
+        A model still being copied to an object store, or whose writer was stopped doing so.
     ValueError
         Not a dkpca model, or one written by a newer dkpca.
 
@@ -394,6 +396,7 @@ def load(
     (1, 2)
     """
     location = Location(path, storage_options)
+    require_complete(location)
     try:
         group = zarr.open_group(store=location.store, mode="r", **location.open_options)
     except (FileNotFoundError, zarr.errors.NodeNotFoundError) as err:

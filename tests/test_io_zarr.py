@@ -119,3 +119,59 @@ def test_a_rename_never_replaces_what_another_writer_put_there(tmp_path, kind):
         Location(temp).move_to(Location(target))
     theirs = target / "zarr.json" if kind == "folder" else target
     assert theirs.read_text() == "theirs" and temp.exists()
+
+
+# --- object stores: no rename, so a completion marker (dkpca.io._completion) -----------------
+
+
+def _memory_result(name: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    fs = fsspec.filesystem("memory")
+    url = f"memory://object-store/{name}/out.zarr"
+    with atomic_group(url, overwrite=True) as group:
+        group.create_array("x", data=np.arange(6.0), chunks=(2,))
+    return fs, url
+
+
+def test_a_published_store_carries_no_marker():
+    fs, url = _memory_result("published")
+    assert not fs.exists(f"{url}/.dkpca-incomplete")
+    assert zarr.open_group(url, mode="r")["x"][:].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_marked_store_is_refused_by_every_reader():
+    import dkpca
+    from dkpca.io import IncompleteResultError, as_dask, open_zarr
+    from dkpca.io._temporaries import writer_token
+
+    fs, url = _memory_result("marked")
+    fs.pipe_file(f"{url}/.dkpca-incomplete", f'{{"writer": "{writer_token()}"}}'.encode())
+    for read in (lambda: open_zarr(url), lambda: open_zarr(f"{url}/x"),
+                 lambda: as_dask(url), lambda: dkpca.load(url)):
+        with pytest.raises(IncompleteResultError, match="not a complete result"):
+            read()
+    # this process wrote the marker and is alive: the destination is not taken from it
+    with pytest.raises(FileExistsError, match="being written by another writer"):
+        check_destination(url, overwrite=True)
+
+
+def test_an_abandoned_marked_store_is_swept_by_the_next_write(caplog):
+    fs, url = _memory_result("abandoned")
+    gone = "00000000-1-0"  # another host's writer that started in 1970
+    fs.pipe_file(f"{url}/.dkpca-incomplete", f'{{"writer": "{gone}"}}'.encode())
+    with atomic_group(url) as group:  # no overwrite needed: nothing complete was there
+        group.create_array("y", data=np.ones(2))
+    assert "removed the incomplete result" in caplog.text
+    assert sorted(zarr.open_group(url, mode="r").array_keys()) == ["y"]
+
+
+def test_a_failed_copy_leaves_no_destination(monkeypatch):
+    fs = fsspec.filesystem("memory")
+    url = "memory://object-store/failed-copy/out.zarr"
+
+    def failing_copy(*args, **kwargs):
+        raise Boom("the connection dropped mid-copy")
+
+    monkeypatch.setattr(type(fs), "copy", failing_copy)
+    with pytest.raises(Boom), atomic_group(url, overwrite=True) as group:
+        group.create_array("x", data=np.ones(2))
+    assert fs.find("/object-store/failed-copy") == []

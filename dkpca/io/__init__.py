@@ -11,6 +11,7 @@ Examples
 (3, 2)
 """
 
+from dkpca.io._completion import IncompleteResultError, require_complete
 from dkpca.io._input import as_array, as_dask, default_row_chunk, is_lazy, is_sparse, open_zarr
 from dkpca.io._location import Location, url_options
 from dkpca.io._zarr import (
@@ -23,6 +24,7 @@ from dkpca.io._zarr import (
 )
 
 __all__ = [
+    "IncompleteResultError",
     "Location",
     "as_array",
     "as_dask",
@@ -33,6 +35,7 @@ __all__ = [
     "is_lazy",
     "is_sparse",
     "open_zarr",
+    "require_complete",
     "stop_writers_before_cleanup",
     "store_array",
     "url_options",

@@ -23,6 +23,7 @@ import xarray as xr
 import zarr
 
 from dkpca._typing import ArrayLike
+from dkpca.io._completion import require_complete
 from dkpca.io._location import Location
 
 __all__ = ["as_array", "as_dask", "default_row_chunk", "is_lazy", "is_sparse", "open_zarr"]
@@ -69,6 +70,9 @@ def open_zarr(
     ------
     FileNotFoundError
         Nothing at ``source``, or no array ``component`` in the group.
+    dkpca.io.IncompleteResultError
+        ``source`` is a result still being copied to an object store, or whose writer was
+        stopped doing so (a :class:`FileNotFoundError`).
     ValueError
         A group without ``component`` that holds several arrays (or none).
 
@@ -88,6 +92,7 @@ def open_zarr(
             )
         return source
     location = Location(source, storage_options)
+    require_complete(location)
     try:
         node = zarr.open(store=location.store, mode="r", **location.open_options)
     except (FileNotFoundError, zarr.errors.NodeNotFoundError) as err:

@@ -77,7 +77,10 @@ class Location:
         return posixpath.basename(self.store.replace(os.sep, "/"))
 
     def _fs(self) -> tuple[fsspec.AbstractFileSystem, str]:
-        return fsspec.core.url_to_fs(self.store, **self.storage_options)
+        fs, path = fsspec.core.url_to_fs(self.store, **self.storage_options)
+        # s3fs and gcsfs cache listings: another writer (or this one) may have changed them
+        fs.invalidate_cache(path)
+        return fs, path
 
     def sibling(self, tag: str) -> Location:
         """Return a fresh hidden location beside this one: ``.NAME.dkpca-TAG-WRITER-RANDOM``.
@@ -97,6 +100,11 @@ class Location:
         """Whether anything (a file, a folder, any key) is at this place."""
         fs, path = self._fs()
         return fs.exists(path)
+
+    def is_folder(self) -> bool:
+        """Whether this place holds a folder (a store of several keys) rather than one file."""
+        fs, path = self._fs()
+        return fs.isdir(path)
 
     def parent_exists(self) -> bool:
         """Whether the folder this place would go in exists (always true for object stores)."""

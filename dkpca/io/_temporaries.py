@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dkpca.io._location import Location
 
-__all__ = ["FOREIGN_WRITER_AGE", "sweep_stale_siblings", "writer_token"]
+__all__ = ["FOREIGN_WRITER_AGE", "sweep_stale_siblings", "writer_gone", "writer_token"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +81,22 @@ def _abandoned(fs: Any, path: str, name: str, now: float, max_age: float) -> str
         except (NotImplementedError, FileNotFoundError, OSError):
             return None  # no age to judge by: keep it
         return f"no writer recorded, last changed {age / 3600:.1f} h ago" if age > max_age else None
-    pid = int(match["pid"])
-    if match["host"] == _host():
-        return None if _process_exists(pid) else f"its writer, process {pid}, is gone"
-    age = now - int(match["started"])
+    return writer_gone(f'{match["host"]}-{match["pid"]}-{match["started"]}', now, max_age)
+
+
+def writer_gone(token: str, now: float, max_age: float = FOREIGN_WRITER_AGE) -> str | None:
+    """Why the writer ``HOST-PID-STARTED`` (:func:`writer_token`) is provably gone, or ``None``.
+
+    Examples
+    --------
+    >>> import time
+    >>> writer_gone(writer_token(), time.time()) is None  # this process: alive
+    True
+    """
+    host, pid, started = token.split("-")
+    if host == _host():
+        return None if _process_exists(int(pid)) else f"its writer, process {pid}, is gone"
+    age = now - int(started)
     return f"its writer on another host started {age / 3600:.1f} h ago" if age > max_age else None
 
 

@@ -4,7 +4,8 @@ A failed or interrupted run (an exception, Ctrl-C) removes its temporary store a
 destination as it was: absent, or the previous complete version. A process killed outright
 (SIGKILL, a lost pod) cannot clean up: its hidden ``.NAME.dkpca-tmp-*`` sibling stays until the
 next write to the same destination sweeps it (:mod:`dkpca.io._temporaries`), but the
-destination itself is never half-written. While the command line writes, an interrupted write
+destination itself is never half-written. On object stores, which cannot rename, a store is
+copied into place behind a completion marker that readers respect (:mod:`dkpca.io._completion`). While the command line writes, an interrupted write
 first stops its embedded cluster's workers, then cleans up (:func:`stop_writers_before_cleanup`).
 """
 
@@ -21,6 +22,7 @@ import fsspec
 import numpy as np
 import zarr
 
+from dkpca.io._completion import publish, sweep_abandoned_result
 from dkpca.io._location import Location
 from dkpca.io._temporaries import sweep_stale_siblings
 
@@ -44,10 +46,14 @@ def check_destination(
 ) -> Location:
     """Check that results can be written to ``destination`` before any work starts.
 
+    An incomplete result there whose writer is provably gone (a writer killed while copying
+    to an object store, :mod:`dkpca.io._completion`) is removed first.
+
     Raises
     ------
     FileExistsError
-        Something is already there and ``overwrite`` is false.
+        Something is already there and ``overwrite`` is false, or another writer is copying
+        its result there now.
     FileNotFoundError
         The folder it would go in does not exist.
 
@@ -61,6 +67,7 @@ def check_destination(
         raise FileNotFoundError(
             f"cannot write {target}: the folder {os.path.dirname(target.store)} does not exist"
         )
+    sweep_abandoned_result(target)
     if not overwrite and target.exists():
         raise FileExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
     return target
@@ -106,6 +113,9 @@ def _stop_writers() -> None:
 
 
 def _commit(temp: Location, target: Location, overwrite: bool) -> None:
+    if not temp.is_local and temp.is_folder():  # no rename: copied behind a marker
+        publish(temp, target, overwrite=overwrite)
+        return
     if not target.exists():
         temp.move_to(target)
         return
