@@ -16,6 +16,7 @@ from .io import as_dask
 
 _LAZY = {"KernelPCA": "dkpca.decomposition", "PCA": "dkpca.linear",
          "save": "dkpca.persistence", "load": "dkpca.persistence",
+         "DamagedModelError": "dkpca.persistence",
          "select_model": "dkpca.selection", "ModelSelection": "dkpca.selection",
          "loo_projections": "dkpca.generalization", "Renormalizer": "dkpca.generalization",
          "independence_test": "dkpca.generalization"}
@@ -34,6 +35,6 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
-__all__ = ["PCA", "KernelPCA", "ModelSelection", "Renormalizer", "__version__", "as_dask",
-           "independence_test", "kernels", "load", "loo_projections", "save", "select_model",
-           "xarray"]
+__all__ = ["PCA", "DamagedModelError", "KernelPCA", "ModelSelection", "Renormalizer",
+           "__version__", "as_dask", "independence_test", "kernels", "load", "loo_projections",
+           "save", "select_model", "xarray"]

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import dask.array as da
@@ -224,3 +225,167 @@ def test_a_sparse_basis_is_saved_as_its_csr_parts(lazy, data, tmp_path):
         np.testing.assert_array_equal(getattr(restored, part), getattr(sparse, part))
         assert getattr(restored, part).dtype == getattr(sparse, part).dtype, part
     np.testing.assert_array_equal(loaded.basis_.coef, model.basis_.coef)
+
+
+# ------------------------------------------------------------------ damage: one clear error
+
+DAMAGE_MODELS = {
+    "kpca exact": (lambda: dkpca.KernelPCA(4, kernel="rbf", solver="exact"), "basis_/coef"),
+    "kpca nystrom": (lambda: dkpca.KernelPCA(3, solver="nystrom", n_landmarks=50,
+                                             random_state=0), "basis_/basis"),
+    "pca": (lambda: dkpca.PCA(3, solver="covariance"), "components_"),
+}
+
+
+def _metadata(path: Path) -> dict:
+    return json.loads((path / "zarr.json").read_text())
+
+
+def _first_chunk(array: Path) -> Path:
+    return next(p for p in sorted((array / "c").rglob("*")) if p.is_file())
+
+
+def _damage(kind: str, model: Path, array: str) -> str:
+    """Damage the saved ``model`` in one way; return what the error must name."""
+    target = model / array
+    if kind == "missing chunk":
+        chunk = _first_chunk(target)
+        chunk.unlink()
+        return "/".join(chunk.relative_to(target).parts)
+    if kind == "missing array":
+        shutil.rmtree(target)
+        return array
+    if kind == "garbage metadata":
+        (target / "zarr.json").write_text("{not json")
+        return array
+    if kind == "garbage root metadata":
+        (model / "zarr.json").write_bytes(b"\x00garbage")
+        return "zarr.json"
+    if kind == "truncated chunk":
+        chunk = _first_chunk(target)
+        chunk.write_bytes(chunk.read_bytes()[: chunk.stat().st_size // 2])
+        return "/".join(chunk.relative_to(target).parts)
+    if kind == "edited shape":
+        meta = _metadata(target)
+        meta["shape"][-1] -= 1
+        (target / "zarr.json").write_text(json.dumps(meta))
+        return array
+    if kind == "invalid parameter":
+        meta = _metadata(model)
+        meta["attributes"]["dkpca"]["params"]["n_components"] = {"value": "three"}
+        (model / "zarr.json").write_text(json.dumps(meta))
+        return "n_components='three'"
+    if kind == "edited fitted value":
+        meta = _metadata(model)
+        meta["attributes"]["dkpca"]["attributes"]["solver_"] = {"value": "sketch"}
+        (model / "zarr.json").write_text(json.dumps(meta))
+        return "zarr.json"
+    raise AssertionError(kind)
+
+
+DAMAGES = ["missing chunk", "missing array", "garbage metadata", "garbage root metadata",
+           "truncated chunk", "edited shape", "invalid parameter", "edited fitted value"]
+
+
+def _assert_damaged(err: pytest.ExceptionInfo, model: Path, part: str) -> None:
+    message = str(err.value)
+    assert str(model) in message and part in message, message
+    assert "refit or restore it" in message.lower(), message
+    assert len(message.splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", DAMAGES)
+@pytest.mark.parametrize("name", DAMAGE_MODELS)
+def test_a_damaged_model_is_one_clear_error_at_load(name, kind, data, tmp_path):
+    make, array = DAMAGE_MODELS[name]
+    path = tmp_path / "model.zarr"
+    dkpca.save(make().fit(data), path)
+    dkpca.load(path)  # undamaged: loads
+    part = _damage(kind, path, array)
+    with pytest.raises(dkpca.DamagedModelError) as err:
+        dkpca.load(path)
+    _assert_damaged(err, path, part)
+    assert isinstance(err.value, ValueError)  # the command line's exit status 2
+
+
+def test_a_missing_chunk_equal_to_the_fill_value_is_still_damage(data, tmp_path):
+    """Zarr reads a missing chunk as its fill value: an all-zero chunk is written and checked."""
+    model = dkpca.PCA(3).fit(data)
+    model.mean_ = np.zeros_like(model.mean_)
+    dkpca.save(model, tmp_path / "m.zarr")
+    np.testing.assert_array_equal(dkpca.load(tmp_path / "m.zarr").mean_, 0.0)
+    _first_chunk(tmp_path / "m.zarr" / "mean_").unlink()
+    with pytest.raises(dkpca.DamagedModelError, match="chunk c/0 of the array mean_ missing"):
+        dkpca.load(tmp_path / "m.zarr")
+
+
+@pytest.mark.parametrize("kind", ["missing chunk", "truncated chunk", "altered chunk"])
+def test_a_lazily_loaded_array_is_verified_as_it_is_read(kind, data, tmp_path):
+    model = dkpca.KernelPCA(3, solver="exact").fit(da.from_array(data, chunks=(70, -1)))
+    path = tmp_path / "m.zarr"
+    dkpca.save(model, path)
+    chunks = sorted(p for p in (path / "basis_/basis/c").rglob("*") if p.is_file())
+    assert len(chunks) == 5  # one Zarr chunk per (regular) row chunk
+    chunk = chunks[2]
+    if kind == "missing chunk":  # found at load by listing the store, nothing read
+        chunk.unlink()
+        with pytest.raises(dkpca.DamagedModelError) as err:
+            dkpca.load(path, in_memory=1024)
+        _assert_damaged(err, path, "chunk c/2/0 of the array basis_/basis")
+        return
+    if kind == "truncated chunk":
+        chunk.write_bytes(chunk.read_bytes()[:10])
+    else:  # decodes, but to other values: only the checksum tells
+        values = np.asarray(zarr.open_array(path / "basis_/basis")[140:210])
+        zarr.open_array(path / "basis_/basis", mode="r+")[140:210] = values + 1e-9
+    loaded = dkpca.load(path, in_memory=1024)
+    assert isinstance(loaded.basis_.basis, da.Array)
+    with pytest.raises(dkpca.DamagedModelError) as err:
+        np.asarray(loaded.transform(data[:10]))
+    _assert_damaged(err, path, "chunk c/2/0 of the array basis_/basis")
+
+
+def test_an_undamaged_lazy_model_reads_each_chunk_once(data, tmp_path):
+    model = dkpca.KernelPCA(3, solver="exact").fit(da.from_array(data, chunks=(70, -1)))
+    dkpca.save(model, tmp_path / "m.zarr")
+    loaded = dkpca.load(tmp_path / "m.zarr", in_memory=1024)
+    np.testing.assert_allclose(np.asarray(loaded.transform(data[:10])),
+                               model.transform(data[:10]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["truncated chunk", "edited shape", "missing array",
+                                  "invalid parameter"])
+def test_a_damaged_format_1_model_without_checksums_is_refused(kind, tmp_path):
+    path = tmp_path / "kpca-v1.zarr"
+    shutil.copytree(FIXTURES / "kpca-v1.zarr", path)
+    part = _damage(kind, path, "basis_/coef")
+    with pytest.raises(dkpca.DamagedModelError) as err:
+        dkpca.load(path)
+    _assert_damaged(err, path, part)
+
+
+def test_every_fixture_format_still_loads():
+    models = sorted(FIXTURES.glob("*.zarr"))
+    assert models
+    for path in models:
+        expected = np.load(FIXTURES / f"{path.stem}-expected.npz")
+        np.testing.assert_allclose(dkpca.load(path).transform(expected["X"]), expected["scores"],
+                                   rtol=1e-12, err_msg=path.name)
+
+
+def test_transform_with_a_damaged_model_exits_2_with_one_line(data, tmp_path, capsys):
+    from dkpca.cli import main
+
+    model = tmp_path / "model.zarr"
+    dkpca.save(dkpca.KernelPCA(3, solver="exact").fit(data), model)
+    zarr.create_array(tmp_path / "new.zarr", data=data[:20])
+    _first_chunk(model / "basis_/coef").unlink()
+    status = main(["transform", str(model), str(tmp_path / "new.zarr"), "--out",
+                   str(tmp_path / "scores.zarr"), "--quiet"])
+    captured = capsys.readouterr()
+    assert status == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dkpca: error: "), captured.err
+    assert "damaged" in lines[0] and "basis_/coef" in lines[0]
+    assert "refit or restore it" in lines[0].lower()
+    assert not (tmp_path / "scores.zarr").exists()

@@ -162,6 +162,31 @@ def test_empty_samples_get_nan_scores(field):
     assert np.isfinite(projected.isel(time=kept)).all()
 
 
+@pytest.mark.parametrize("grid", ["shifted coordinates", "other size", "no coordinates"])
+def test_weights_on_another_grid_are_a_clear_error(grid, field):
+    lat = field.lat.values
+    weights = {
+        "shifted coordinates": xr.DataArray(np.ones(4), dims="lat", coords={"lat": lat + 5.0}),
+        "other size": xr.DataArray(np.ones(3), dims="lat", coords={"lat": lat[:3]}),
+        "no coordinates": xr.DataArray(np.ones(3), dims="lat"),
+    }[grid]
+    with pytest.raises(ValueError, match=r"weights are on another grid than the field along "
+                       r"'lat'.*the field's lat is \[-40.0, -10.0, 20.0, 50.0\].*"
+                       r"weights.interp_like\(field\)") as err:
+        FieldModel(dkpca.PCA(2), "time", weights=weights).fit(field)
+    assert "weights' lat is " in str(err.value)
+    assert not isinstance(err.value, xr.AlignmentError)
+
+
+def test_weights_covering_more_than_the_field_are_selected_at_its_grid(field):
+    wide = xr.DataArray(np.cos(np.deg2rad(np.linspace(-80.0, 80.0, 17))), dims="lat",
+                        coords={"lat": np.linspace(-80.0, 80.0, 17)})
+    exact = wide.sel(lat=[-40.0, -10.0, 20.0, 50.0])
+    a = FieldModel(dkpca.PCA(2), "time", weights=wide.sel(lat=slice(-50, 60))).fit(field)
+    b = FieldModel(dkpca.PCA(2), "time", weights=exact).fit(field)
+    xr.testing.assert_allclose(a.scores_, b.scores_)
+
+
 @pytest.fixture
 def scattered(field) -> xr.DataArray:
     gappy = field.copy()

@@ -87,3 +87,48 @@ def test_refused_save_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match="callable"):
         dkpca.save(callable_kernel, tmp_path / "callable.zarr")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("damage", ["scores chunk", "estimator chunk", "estimator parameter",
+                                    "field description"])
+def test_a_damaged_field_model_is_one_clear_error_at_load(damage, tmp_path):
+    import json
+    import shutil
+
+    path = tmp_path / "field.zarr"
+    dkpca.save(FieldModel(dkpca.PCA(3), "time", weights="coslat").fit(ocean()), path)
+    if damage == "scores chunk":
+        next(p for p in sorted((path / "scores/values/c").rglob("*")) if p.is_file()).unlink()
+        part = "scores/values"
+    elif damage == "estimator chunk":
+        shutil.rmtree(path / "estimator/components_")
+        part = "estimator/components_"
+    else:
+        where = path / ("estimator" if damage == "estimator parameter" else "") / "zarr.json"
+        meta = json.loads(where.read_text())
+        if damage == "estimator parameter":
+            meta["attributes"]["dkpca"]["params"]["n_components"] = {"value": "three"}
+            part = "n_components='three'"
+        else:
+            meta["attributes"]["dkpca"]["field"]["nan_policy"] = "ignore"
+            part = "field description"
+        where.write_text(json.dumps(meta))
+    with pytest.raises(dkpca.DamagedModelError) as err:
+        dkpca.load(path)
+    message = str(err.value)
+    assert str(path) in message and part in message and "refit or restore it" in message.lower()
+
+
+def test_repr_and_info_of_a_saved_field_model(tmp_path, capsys):
+    from dkpca.cli import main
+
+    model = FieldModel(dkpca.KernelPCA(3, kernel="rbf", gamma=0.05), "time", weights="coslat")
+    assert repr(model) == ("FieldModel(KernelPCA(gamma=0.05, n_components=3), "
+                           "sample_dims='time', weights='coslat')")
+    dkpca.save(model.fit(ocean()), tmp_path / "field.zarr")
+    assert main(["info", str(tmp_path / "field.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert ("estimator:  FieldModel(KernelPCA(gamma=0.05, n_components=3), sample_dims='time', "
+            "weights='coslat')") in out
+    assert "trained on: 36 samples x 18 features" in out  # 20 grid points, 2 of them land
+    assert "FieldModel with 3 components" in out

@@ -149,6 +149,95 @@ class FieldModel:
         self.standardize = standardize
         self.nan_policy = nan_policy
 
+    def __repr__(self) -> str:
+        """The class name and the parameters that differ from their defaults.
+
+        Examples
+        --------
+        >>> import dkpca
+        >>> FieldModel(dkpca.PCA(n_components=4), "time", weights="coslat")
+        FieldModel(PCA(n_components=4), sample_dims='time', weights='coslat')
+        """
+        parts = [] if self.model is None else [repr(self.model)]
+        defaults = {"sample_dims": None, "weights": None, "standardize": False,
+                    "nan_policy": "raise"}
+        for name, default in defaults.items():
+            value = getattr(self, name)
+            if isinstance(value, str | bool | None) and value == default and \
+                    type(value) is type(default):
+                continue
+            parts.append(f"{name}={_short_repr(value)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    # Fitted attributes of the estimator, for code (such as ``dkpca info``) that reads them
+    # from any fitted dkpca model. Each raises AttributeError when the FieldModel is not fitted
+    # or its estimator lacks it, so ``hasattr`` tells.
+
+    def _fitted(self, name: str) -> Any:
+        model = self.__dict__.get("model_")
+        if model is None or not hasattr(model, name):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}"
+                                 + ("" if model is not None else " (not fitted)"))
+        return getattr(model, name)
+
+    @property
+    def n_features_in_(self) -> int:
+        """Number of grid points the estimator sees (all variables; land and weight 0 left out).
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 4)), dims=("t", "x"))
+        >>> FieldModel(dkpca.PCA(2), "t").fit(field).n_features_in_
+        4
+        """
+        return self._fitted("n_features_in_")
+
+    @property
+    def n_components_(self) -> int:
+        """Number of modes (the estimator's ``n_components_``)."""
+        return self._fitted("n_components_")
+
+    @property
+    def explained_variance_ratio_(self) -> np.ndarray:
+        """Fraction of the variance along each mode, as a numpy array (the estimator's)."""
+        return self._fitted("explained_variance_ratio_")
+
+    @property
+    def eigenvalues_(self) -> np.ndarray:
+        """Eigenvalues of the centred training kernel matrix (kernel PCA only)."""
+        return self._fitted("eigenvalues_")
+
+    @property
+    def kernel_(self) -> Any:
+        """The fitted kernel (kernel PCA only)."""
+        return self._fitted("kernel_")
+
+    @property
+    def solver_(self) -> str:
+        """The solver the estimator used."""
+        return self._fitted("solver_")
+
+    @property
+    def n_iter_(self) -> int:
+        """Passes over the data the estimator's solver made (kernel PCA only)."""
+        return self._fitted("n_iter_")
+
+    @property
+    def n_samples_(self) -> int:
+        """Number of training samples the estimator was fitted on (samples left out excluded).
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr, dkpca
+        >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 4)), dims=("t", "x"))
+        >>> FieldModel(dkpca.KernelPCA(2), "t").fit(field).n_samples_
+        30
+        """
+        if hasattr(self.__dict__.get("model_"), "n_samples_"):
+            return self._fitted("n_samples_")
+        return self._fitted("basis_").n_samples
+
     # ------------------------------------------------------------------------------ fit
 
     def _resolve_sample_dims(self, data: Any) -> tuple[str, ...]:
@@ -251,6 +340,7 @@ class FieldModel:
         else:
             scales = [np.ones(m.size) for m in masks]
         scales = [np.where(np.isfinite(s), s, 0.0) for s in scales]
+        _check_weights_grid(pairs, sample_dims, self.weights)
         layout = build_layout(data, sample_dims, self.weights, scales, masks, land)
         if not layout.kept.any():
             raise ValueError("no grid point has data at every training sample")
@@ -535,3 +625,54 @@ def _columns(mask: np.ndarray, hits: np.ndarray) -> np.ndarray:
     out[np.flatnonzero(mask)[hits]] = True
     return out
 
+
+
+def _short_repr(value: Any) -> str:
+    """A one-line repr of a parameter value (a DataArray as its dimensions and sizes)."""
+    if isinstance(value, xr.DataArray):
+        sizes = ", ".join(f"{d}: {n}" for d, n in value.sizes.items())
+        return f"<DataArray ({sizes})>"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_short_repr(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _labels(coord: xr.DataArray | None, size: int) -> str:
+    """At most a few of a coordinate's values, for an error message."""
+    if coord is None:
+        return f"{size} points without coordinates"
+    values = coord.values.tolist()
+    shown = ", ".join(str(v) for v in values[:_NAMED])
+    return f"[{shown}{', ...' if len(values) > _NAMED else ''}] ({size} points)"
+
+
+def _check_weights_grid(pairs: list, sample_dims: tuple[str, ...], weights: Any) -> None:
+    """Refuse user weights on another grid than the field's, naming both grids and the fix.
+
+    Weights may cover more of a dimension than the field (they are selected at the field's
+    coordinates); every point of the field needs a weight.
+    """
+    per_variable = weights if isinstance(weights, dict) else None
+    for name, array in pairs:
+        w = per_variable.get(name) if per_variable is not None else weights
+        if not isinstance(w, xr.DataArray):
+            continue
+        for dim in w.dims:
+            if dim not in array.dims or dim in sample_dims:
+                continue  # a dimension the field lacks is reported by the layout
+            field_coord = array.coords[dim] if dim in array.indexes else None
+            weight_coord = w.coords[dim] if dim in w.indexes else None
+            if field_coord is not None and weight_coord is not None:
+                missing = int((~np.isin(field_coord.values, weight_coord.values)).sum())
+            else:
+                missing = 0 if array.sizes[dim] == w.sizes[dim] else array.sizes[dim]
+            if not missing:
+                continue
+            which = f"weights for {name!r}" if name is not None else "weights"
+            raise ValueError(
+                f"the {which} are on another grid than the field along {dim!r}: the weights' "
+                f"{dim} is {_labels(weight_coord, w.sizes[dim])}, the field's {dim} is "
+                f"{_labels(field_coord, array.sizes[dim])}, and {missing} of the field's "
+                f"points have no weight. Give weights on the field's grid, e.g. "
+                f"weights.interp_like(field) or weights.reindex_like(field, method='nearest')."
+            )

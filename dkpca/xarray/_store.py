@@ -13,6 +13,7 @@ datetimes, strings and numbers round-trip without pickle::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,16 @@ from ._field import FieldModel
 from ._grid import GridLayout, VariableLayout
 
 __all__ = ["read_field", "write_field"]
+
+#: Every chunk is written, even one equal to the fill value: a missing chunk is then damage.
+_WRITE_ALL = {"write_empty_chunks": True}
+
+#: Read the array at a path in a group (``dkpca.load`` passes one that verifies checksums).
+Reader = Callable[[zarr.Group, str], np.ndarray]
+
+
+def _plain_read(group: zarr.Group, path: str) -> np.ndarray:
+    return np.asarray(group[path][...])
 
 
 def _coordinate(coord: xr.DataArray) -> dict[str, Any]:
@@ -48,14 +59,14 @@ def _coordinate_values(encoded: dict[str, Any]) -> np.ndarray:
 
 def _write_array(group: zarr.Group, path: str, array: xr.DataArray) -> dict[str, Any]:
     sub = group.require_group(path)
-    sub.create_array("values", data=np.asarray(array.values))
+    sub.create_array("values", data=np.asarray(array.values), config=_WRITE_ALL)
     return {"group": path, "dims": [str(d) for d in array.dims],
             "name": None if array.name is None else str(array.name),
             "coords": {str(n): _coordinate(c) for n, c in array.coords.items()}}
 
 
-def _read_array(group: zarr.Group, encoded: dict[str, Any]) -> xr.DataArray:
-    values = group[encoded["group"]]["values"][...]
+def _read_array(group: zarr.Group, encoded: dict[str, Any], read: Reader) -> xr.DataArray:
+    values = read(group, f"{encoded['group']}/values")
     coords = {n: (c["dims"], _coordinate_values(c)) for n, c in encoded["coords"].items()}
     return xr.DataArray(values, dims=encoded["dims"], coords=coords, name=encoded["name"])
 
@@ -79,7 +90,7 @@ def write_field(model: FieldModel, group: zarr.Group) -> dict[str, Any]:
     variables = []
     for i, variable in enumerate(layout.variables):
         encoded = _write_array(group, f"variables/{i}", variable.template)
-        group[f"variables/{i}"].create_array("land", data=variable.land)
+        group[f"variables/{i}"].create_array("land", data=variable.land, config=_WRITE_ALL)
         variables.append(encoded)
     weights = model.weights
     if isinstance(weights, xr.DataArray):
@@ -100,26 +111,51 @@ def write_field(model: FieldModel, group: zarr.Group) -> dict[str, Any]:
     }
 
 
-def _weights(group: zarr.Group, encoded: Any) -> Any:
+def _weights(group: zarr.Group, encoded: Any, read: Reader) -> Any:
     if encoded is None or isinstance(encoded, str):
         return encoded
     if "array" in encoded:
-        return _read_array(group, encoded["array"])
-    return {name: _weights(group, w) for name, w in encoded["per_variable"].items()}
+        return _read_array(group, encoded["array"], read)
+    return {name: _weights(group, w, read) for name, w in encoded["per_variable"].items()}
 
 
-def read_field(group: zarr.Group, encoded: dict[str, Any], estimator: Any) -> FieldModel:
-    """Rebuild the fitted :class:`FieldModel` that :func:`write_field` described."""
+def read_field(group: zarr.Group, encoded: dict[str, Any], estimator: Any,
+               read: Reader | None = None) -> FieldModel:
+    """Rebuild the fitted :class:`FieldModel` that :func:`write_field` described.
+
+    ``read(group, path)`` reads an array (``dkpca.load`` passes one that verifies it); by
+    default the array is read as it is.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, zarr, dkpca
+    >>> field = xr.DataArray(np.random.default_rng(0).normal(size=(10, 3)), dims=("t", "x"))
+    >>> fitted = FieldModel(dkpca.PCA(2), "t").fit(field)
+    >>> group = zarr.open_group("memory://doc/field-read.zarr", mode="w")
+    >>> again = read_field(group, write_field(fitted, group), fitted.model_)
+    >>> again.scores_.dims
+    ('t', 'mode')
+    """
+    read = _plain_read if read is None else read
     given = encoded.get("given_sample_dims", encoded["sample_dims"])
     model = FieldModel(estimator, given if isinstance(given, str | None) else tuple(given),
-                       weights=_weights(group, encoded["weights"]),
+                       weights=_weights(group, encoded["weights"], read),
                        standardize=encoded["standardize"], nan_policy=encoded["nan_policy"])
+    if not isinstance(model.standardize, bool):
+        raise ValueError(f"standardize={model.standardize!r} is not a boolean")
     layout = GridLayout(encoded["kind"], tuple(encoded["sample_dims"]))
     for i, variable in enumerate(encoded["variables"]):
-        template = _read_array(group, variable)
-        land = group[f"variables/{i}"]["land"][...].astype(bool)
+        template = _read_array(group, variable, read)
+        land = read(group, f"variables/{i}/land").astype(bool)
+        if land.shape != (template.size,) and land.shape != template.shape:
+            raise ValueError(f"variables/{i}/land has shape {land.shape}, its grid "
+                             f"{template.shape}")
         layout.variables.append(VariableLayout(variable["name"], template, land))
+    n_features = getattr(estimator, "n_features_in_", None)
+    if n_features is not None and int(layout.kept.sum()) != n_features:
+        raise ValueError(f"the grids keep {int(layout.kept.sum())} points, but the estimator "
+                         f"was fitted on {n_features} features")
     model.layout_ = layout
     model.model_ = estimator
-    model.scores_ = _read_array(group, encoded["scores"]).assign_attrs(model._attrs())
+    model.scores_ = _read_array(group, encoded["scores"], read).assign_attrs(model._attrs())
     return model
