@@ -38,6 +38,7 @@ docs: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,plot,docs]"
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 	$(PY) docs/check_links.py docs/_build/html
+	$(PY) docs/check_offline.py docs/_build/html
 
 # Rerun every example at full settings; the figures and output land in docs/_static/gallery.
 gallery: $(STAMP)

@@ -21,6 +21,7 @@ extensions = [
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "myst_parser",
     "dkpca_docs",  # docs/_ext: the CLI reference and the gallery pages, written at build time
 ]
 
@@ -35,8 +36,16 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": [],
 }
-html_sidebars = {"reproductions": [], "gallery/index": []}
+# Pages without subpages: pydata's "Section Navigation" would be an empty box beside them.
+html_sidebars = {page: [] for page in ("reproductions", "gallery/index", "cli", "benchmarks",
+                                       "deployment")}
+html_css_files = ["dkpca.css"]
 html_last_updated_fmt = None
+
+# The site works offline (CI has no network, and `make docs` promises a site to open from
+# disk): MathJax 3 is served from _static/mathjax, copied there by dkpca_docs from the
+# django-static-mathjax wheel of the docs extra, rather than loaded from a CDN.
+mathjax_path = "mathjax/tex-mml-chtml.js"
 
 autosummary_generate = True
 autosummary_imported_members = True

@@ -55,7 +55,9 @@ def run_example(script: Path) -> dict[str, object]:
         destination.mkdir(parents=True)
         for figure in figures:
             shutil.copy2(figure, destination / figure.name)
-    (destination / "output.txt").write_text(result.stdout)
+    # The output names the scratch folder, which the next run deletes: say DIR, as the command.
+    (destination / "output.txt").write_text(result.stdout.replace(str(out.resolve()), "DIR")
+                                           .replace(str(out), "DIR"))
     record = {
         "command": f".venv/bin/python examples/{script.name} --out DIR",
         "commit": _commit(),

@@ -20,6 +20,7 @@ sys.path.insert(0, str(DOCS))
 sys.path.insert(0, str(DOCS / "_ext"))
 
 import check_links
+import check_offline
 import dkpca_docs
 
 
@@ -82,7 +83,9 @@ def test_gallery_has_figures_for_every_example(script):
     assert sorted(p.name for p in folder.glob("*.png")) == sorted(run["figures"])
     assert re.fullmatch(r"[0-9a-f]{7,}(\+dirty)?", run["commit"])
     assert run["command"].startswith(f".venv/bin/python examples/{script.name}")
-    assert (folder / "output.txt").read_text().strip()
+    output = (folder / "output.txt").read_text()
+    assert output.strip()
+    assert not check_offline.TEMPORARY.search(output), "the run's scratch folder: say DIR"
     page = dkpca_docs.gallery_page(script)
     for figure in run["figures"]:
         assert f"/_static/gallery/{script.stem}/{figure}" in page
@@ -129,6 +132,68 @@ def test_link_checker_finds_missing_pages_and_anchors(tmp_path):
         "a.html: b.html#gone (no such anchor)",
         "a.html: missing.html",
     ]
+
+
+def test_offline_checker_finds_what_a_page_loads_from_the_network(tmp_path):
+    (tmp_path / "a.html").write_text(
+        '<script src="https://cdn.example.org/mathjax/tex-mml-chtml.js"></script>'
+        '<link rel="stylesheet" href="//fonts.example.org/css">'
+        '<link rel="preload" as="font" href="http://fonts.example.org/f.woff2">'
+        '<img srcset="local.png 1x, https://img.example.org/b.png 2x">'
+        '<div style="background: url(\'https://img.example.org/c.png\')"></div>'
+        '<style>@import url("https://css.example.org/d.css");</style>'
+        '<script>fetch("https://json.example.org/switcher.json")</script>'
+        # none of these loads anything from the network:
+        '<a href="https://example.org/x">a hyperlink</a>'
+        '<link rel="canonical" href="https://example.org/a.html">'
+        '<script src="_static/mathjax/tex-mml-chtml.js"></script>'
+        '<img src="data:image/png;base64,iVBOR"><img src="img/p.png">'
+        '<svg xmlns="http://www.w3.org/2000/svg"></svg>'
+        '<script>const x = 1; // http is not loaded</script>'
+    )
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "theme.css").write_text(
+        "@font-face { src: url(https://fonts.example.org/e.woff2) }\n"
+        "a { background: url(\"data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg'\") }")
+    (tmp_path / "_static" / "template.html").write_text('<script src="https://x.org/t.js">')
+    assert check_offline.network_loads(tmp_path) == [
+        "a.html: <script src>: https://cdn.example.org/mathjax/tex-mml-chtml.js",
+        "a.html: <link rel='stylesheet'>: //fonts.example.org/css",
+        "a.html: <link rel='preload'>: http://fonts.example.org/f.woff2",
+        "a.html: <img srcset>: https://img.example.org/b.png",
+        "a.html: <div style>: https://img.example.org/c.png",
+        "a.html: <style>: https://css.example.org/d.css",
+        "a.html: <script> text: https://json.example.org/switcher.json",
+        "_static/theme.css: stylesheet: https://fonts.example.org/e.woff2",
+    ]
+    assert check_offline.main([str(tmp_path)]) == 1
+
+
+def test_offline_checker_finds_temporary_paths(tmp_path):
+    (tmp_path / "a.html").write_text(
+        "<pre>figure: /tmp/tmp0xhsw8nr/out/fig.png\n"
+        "file: file:///tmp/data.zarr\nexamples-output/tmp/x.png\nfigure: DIR/fig.png</pre>")
+    (tmp_path / "_sources").mkdir()
+    (tmp_path / "_sources" / "a.rst.txt").write_text("git clone . /tmp/repeat\n")
+    assert check_offline.temporary_paths(tmp_path) == [
+        "a.html:1: <pre>figure: /tmp/tmp0xhsw8nr/out/fig.png",
+        "_sources/a.rst.txt:1: git clone . /tmp/repeat",
+    ]
+    (tmp_path / "a.html").write_text("<pre>figure: DIR/fig.png</pre>")
+    (tmp_path / "_sources" / "a.rst.txt").write_text("clone=$(mktemp -d)\n")
+    assert check_offline.main([str(tmp_path)]) == 0
+
+
+def test_markdown_documents_the_readme_links_to_are_in_the_site():
+    readme = (ROOT / "README.md").read_text()
+    documents = {t for t in re.findall(r"\]\(([^)#\s]+\.md)\)", readme) if "://" not in t}
+    assert {"BENCHMARKS.md", "deploy/README.md"} <= documents
+    included = {match for page in DOCS.glob("*.md")
+                for match in re.findall(r"\{include\} \.\./(\S+)", page.read_text())}
+    assert documents <= included, f"render in the site (docs/*.md): {documents - included}"
+    toctree = (DOCS / "index.rst").read_text()
+    for page in DOCS.glob("*.md"):
+        assert f"   {page.stem}\n" in toctree
 
 
 # The gallery shows committed runs, so an example broken by an API change would go unnoticed

@@ -1,16 +1,22 @@
-"""Pages written at build time: the command line reference and the gallery of ``examples/``.
+"""Pages written at build time, and the MathJax the site serves itself.
 
 The command line reference is the ``--help`` of every ``dkpca`` subcommand, taken from the
 parser itself, so it cannot fall behind. Each gallery page shows an example's docstring, the
 figures and printed output of its last full run (committed in ``docs/_static/gallery/<script>/``
 by ``make gallery``, with the command and commit in ``run.json``) and its source.
+
+The site loads nothing from the network (``docs/check_offline.py`` checks it): MathJax 3 comes
+from the ``django-static-mathjax`` wheel of the ``docs`` extra (MathJax's files only, despite
+the name) and is copied into ``_static/mathjax/``, where ``conf.py``'s ``mathjax_path`` points.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +36,17 @@ def _write_if_changed(path: Path, text: str) -> None:
         path.write_text(text)
 
 
+# A --help block; docs/_static/dkpca.css wraps its lines on a screen narrower than 80 columns.
+HELP_BLOCK = ".. code-block:: text\n   :class: dkpca-help\n"
+
+
 def command_line_page() -> str:
     """Return the ``--help`` of ``dkpca`` and of each subcommand, in the parser's order."""
     import argparse
 
     from dkpca.cli import _parser
 
-    os.environ["COLUMNS"] = "92"  # argparse wraps to the terminal's width
+    os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal's width: a common one
     parser = _parser()
     parser.prog = "dkpca"
     (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -45,14 +55,14 @@ def command_line_page() -> str:
         _title("Command line reference", "="),
         ("Every subcommand of ``dkpca``, with its ``--help``. The :doc:`guide/command-line` "
         "page shows them at work.\n"),
-        ".. code-block:: text\n",
+        HELP_BLOCK,
         _indent(parser.format_help()),
     ]
     helps = {choice.dest: choice.help for choice in commands._choices_actions}
     for name, sub in commands.choices.items():
         sub.prog = f"dkpca {name}"
         parts += [_title(f"dkpca {name}", "-"), f"{helps.get(name, '')}\n".capitalize(),
-                  ".. code-block:: text\n", _indent(sub.format_help())]
+                  HELP_BLOCK, _indent(sub.format_help())]
     return "\n".join(parts)
 
 
@@ -98,11 +108,11 @@ def gallery_index(scripts: list[Path]) -> str:
              "full run. Each page says which commit made them; the :doc:`../reproductions` page "
              "sets their numbers beside the papers'.\n")]
     for script in scripts:
-        title, _ = _docstring(script)
         run = json.loads((GALLERY_FILES / script.stem / "run.json").read_text())
         parts.append(f".. figure:: /_static/gallery/{script.stem}/{run['figures'][0]}\n"
                      f"   :target: {script.stem}.html\n   :width: 48%\n"
-                     f"   :alt: {title}\n\n   :doc:`{script.stem}`: {title}\n")
+                     f"   :alt: {script.stem}: {run['figures'][0]}\n\n"
+                     f"   :doc:`{script.stem}` (``examples/{script.name}``)\n")
     parts.append(".. toctree::\n   :hidden:\n\n"
                  + "".join(f"   {script.stem}\n" for script in scripts))
     return "\n".join(parts)
@@ -128,7 +138,45 @@ def write_pages(app: Any) -> None:
     _write_if_changed(DOCS / "gallery" / "index.rst", gallery_index(scripts))
 
 
+# What the browser needs of MathJax's ``es5/`` build for the ``tex-mml-chtml`` component: the
+# component, the TeX extensions it autoloads, the CommonHTML fonts, and the menu's optional
+# accessibility parts (8 MB); the other combined components and the SVG output stay out.
+MATHJAX_COMPONENT = "tex-mml-chtml.js"
+MATHJAX_PARTS = ("a11y", "input", "output/chtml", "output/chtml.js", "sre", "ui")
+
+
+def mathjax_files() -> Path:
+    """Return the folder of MathJax 3's browser build (``es5/``) that the docs extra installs."""
+    spec = importlib.util.find_spec("mathjax")
+    origin = Path(spec.origin).parent if spec and spec.origin else None
+    es5 = origin / "static" / "mathjax" / "es5" if origin else None
+    if es5 is None or not (es5 / MATHJAX_COMPONENT).is_file():
+        raise FileNotFoundError(
+            "MathJax's files are missing (the docs serve them, not a CDN): "
+            "`.venv/bin/python -m pip install -e '.[docs]'` installs django-static-mathjax")
+    return es5
+
+
+def copy_mathjax(app: Any, exception: BaseException | None) -> None:
+    """``build-finished``: copy MathJax into the HTML site's ``_static/mathjax/``."""
+    if exception is not None or app.builder.format != "html":
+        return
+    es5 = mathjax_files()
+    target = Path(app.outdir) / "_static" / "mathjax"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(es5 / MATHJAX_COMPONENT, target / MATHJAX_COMPONENT)
+    shutil.copy2(es5.parent / "LICENSE", target / "LICENSE")
+    for part in MATHJAX_PARTS:
+        if (es5 / part).is_dir():
+            shutil.copytree(es5 / part, target / part, dirs_exist_ok=True)
+        else:
+            (target / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(es5 / part, target / part)
+
+
 def setup(app: Any) -> dict[str, Any]:
-    """Register the page writer."""
+    """Register the page writer and the MathJax copy."""
+    mathjax_files()  # fail at the start of a build, not after it
     app.connect("builder-inited", write_pages)
+    app.connect("build-finished", copy_mathjax)
     return {"parallel_read_safe": True}
