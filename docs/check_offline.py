@@ -32,7 +32,8 @@ NON_FETCHING_RELS = {"alternate", "author", "canonical", "copyright", "help", "i
 FETCHING_ATTRIBUTES = ("src", "srcset", "poster", "data", "background", "xlink:href")
 SCRIPT_URL = re.compile(r"""https?://[^\s"'(),]+""", re.IGNORECASE)
 CSS_FETCHES = re.compile(
-    r"""url\(\s*["']?\s*((?:https?:)?//[^)"'\s]+)|@import\s+(?:url\()?\s*["']((?:https?:)?//[^"')]+)""",
+    r"""url\(\s*["']?\s*((?:https?:)?//[^)"'\s]+)"""
+    r"""|@import\s+(?:url\()?\s*["']((?:https?:)?//[^"')]+)""",
     re.IGNORECASE)
 
 
@@ -111,7 +112,7 @@ def network_loads(site: Path) -> list[str]:
 
 
 def temporary_paths(site: Path) -> list[str]:
-    """``file:line: text`` for every temporary path in a page or in its source under ``_sources``."""
+    """``file:line: text`` for every temporary path in a page or its source in ``_sources``."""
     sources = site / "_sources"
     files = _pages(site) + (sorted(p for p in sources.rglob("*") if p.is_file())
                             if sources.is_dir() else [])
