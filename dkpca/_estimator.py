@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import dask.array as da
@@ -20,6 +21,7 @@ __all__ = [
     "SKETCH_CONSTRAINTS",
     "check_features",
     "check_samples",
+    "warn_if_no_variance",
     "like_input",
     "make_sketch",
     "parse_size",
@@ -51,6 +53,28 @@ def check_samples(X: da.Array, owner: str) -> None:
             f"{owner} needs at least 2 samples, got n_samples={X.shape[0]} (X has shape "
             f"{X.shape})."
         )
+
+
+def warn_if_no_variance(varies: bool, owner: str, space: str) -> None:
+    """Warn that the training data did not vary (constant rows): every component is arbitrary.
+
+    The fit succeeds, as scikit-learn's does, but its eigenvalues are zero and its scores carry
+    nothing, which a user should hear of rather than find out downstream.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_no_variance(False, "PCA", "")
+    >>> str(caught[0].message)[:52]
+    'PCA: the training data do not vary (every row is the'
+    """
+    if not varies:
+        warnings.warn(
+            f"{owner}: the training data do not vary (every row is the same{space}); all "
+            "eigenvalues are zero and the components are arbitrary. Check the input.",
+            UserWarning, stacklevel=3)
 
 
 def check_features(X: da.Array, n_features: int, owner: str) -> None:

@@ -23,6 +23,7 @@ from ._estimator import (
     check_samples,
     like_input,
     parse_size,
+    warn_if_no_variance,
 )
 from ._kernel_solvers import resolve_solver, run_solver, training_data
 from ._precomputed import PrecomputedKernel
@@ -462,6 +463,8 @@ default="auto"
         self.eigenvectors_ = vectors
         self.explained_variance_ = basis.eigenvalues / n
         total = basis.total_variance  # 0 for constant data: no variance to share
+        warn_if_no_variance(bool(np.any(basis.eigenvalues > 0)), "KernelPCA",
+                            " in the kernel's feature space")
         self.explained_variance_ratio_ = basis.eigenvalues / total if total > 0 else \
             np.zeros_like(basis.eigenvalues)
         self.n_components_ = basis.n_components

@@ -18,6 +18,7 @@ from ._estimator import (
     like_input,
     make_sketch,
     parse_size,
+    warn_if_no_variance,
 )
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
@@ -161,10 +162,14 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             mean, eigenvalues, vectors, total = self._fit_gram(Xa, rule)
         variances = eigenvalues / (n - 1)
         m = rule.select(variances, total)
+        # Sums of squares minus the squared mean leave ~1e-16 of the scale where nothing varies.
+        varies = total > 1e-13 * d * max(float(np.max(np.abs(mean))) ** 2, np.finfo(float).tiny)
+        warn_if_no_variance(varies, "PCA", "")
         self.mean_ = mean
         self.components_ = vectors[:, :m].T.copy()
         self.explained_variance_ = variances[:m]
-        self.explained_variance_ratio_ = variances[:m] / total
+        self.explained_variance_ratio_ = variances[:m] / total if varies else \
+            np.zeros_like(variances[:m])
         self.singular_values_ = np.sqrt(np.maximum(eigenvalues[:m], 0.0))
         self.n_components_ = m
         self.n_samples_ = n

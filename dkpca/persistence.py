@@ -79,7 +79,7 @@ from dkpca._validation import check_is_fitted, validate_params
 from dkpca._version import __version__
 from dkpca.blocked import compute
 from dkpca.decomposition import KernelPCA
-from dkpca.io import Location, atomic_group, require_complete
+from dkpca.io import IncompleteResultError, Location, atomic_group, require_complete
 from dkpca.kernels import Kernel, kernel_from_config
 from dkpca.linear import PCA
 from dkpca.solvers import KernelBasis
@@ -711,8 +711,13 @@ def load(
     (1, 2)
     """
     location = Location(path, storage_options)
-    try:
+    try:  # nothing there, a file, another folder, a half-copied result
         require_complete(location)
+    except IncompleteResultError:
+        raise
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"no saved model at {location}") from err
+    try:
         group = zarr.open_group(store=location.store, mode="r", **location.open_options)
     except (FileNotFoundError, zarr.errors.NodeNotFoundError) as err:
         raise FileNotFoundError(f"no saved model at {location}") from err

@@ -3,6 +3,7 @@
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse
 import xarray as xr
 import zarr
 
@@ -137,3 +138,43 @@ def test_zarr_errors_name_the_problem(tmp_path):
     _write(tmp_path / "nan.zarr", np.array([[1.0, np.nan], [0.0, 1.0], [2.0, 2.0]]))
     with pytest.raises(ValueError, match="NaN or infinity"):
         KernelPCA(n_components=1).fit(tmp_path / "nan.zarr")
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("kind", ["dask", "zarr", "dask of sparse"])
+def test_lazy_input_is_checked_as_numpy_input_is_with_the_row(tmp_path, bad, kind):
+    """NaN or infinity in lazy input raise at compute, naming the first bad row."""
+    X = np.random.default_rng(0).normal(size=(200, 4))
+    model = KernelPCA(2).fit(X)
+    Y = X.copy()
+    Y[137, 2] = bad
+    if kind == "zarr":
+        _write(tmp_path / "y.zarr", Y, chunks=(50, 4))
+        lazy = str(tmp_path / "y.zarr")
+    elif kind == "dask":
+        lazy = da.from_array(Y, chunks=(50, 4))
+    else:
+        lazy = da.from_array(scipy.sparse.csr_matrix(Y), chunks=(50, 4), asarray=False)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        model.transform(Y)  # numpy input: at once
+    scores = model.transform(lazy)  # lazy: nothing computed yet
+    with pytest.raises(ValueError, match=r"contains NaN or infinity \(row 137 is the first\)"):
+        np.asarray(scores)
+    np.testing.assert_allclose(model.transform(da.from_array(X, chunks=(50, 4))).compute(),
+                               model.transform(X))
+
+
+def test_a_command_on_lazy_input_with_nan_fails_with_one_line(tmp_path, capfd):
+    import dkpca
+    from dkpca.cli import main
+
+    X = np.random.default_rng(0).normal(size=(100, 3))
+    dkpca.save(KernelPCA(2).fit(X), tmp_path / "m.zarr")
+    X[42, 0] = np.nan
+    _write(tmp_path / "y.zarr", X, chunks=(25, 3))
+    status = main(["transform", str(tmp_path / "m.zarr"), str(tmp_path / "y.zarr"), "--out",
+                   str(tmp_path / "s.zarr"), "--quiet", "--workers", "1",
+                   "--threads-per-worker", "1"])
+    err = capfd.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "row 42 is the first" in err[0], err
+    assert not (tmp_path / "s.zarr").exists()

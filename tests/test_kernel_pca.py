@@ -1,5 +1,7 @@
 """KernelPCA against scikit-learn's dense KernelPCA, and its contracts."""
 
+import warnings
+
 import dask
 import dask.array as da
 import numpy as np
@@ -373,3 +375,15 @@ def test_long_randomized_run_has_no_ghost_eigenvalues():
     kp = KernelPCA(8, solver="randomized", n_oversamples=60, tol=1e-12, max_iter=30,
                    random_state=0).fit(X)
     np.testing.assert_allclose(kp.eigenvalues_, exact.eigenvalues_, rtol=1e-8)
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized", "nystrom", "sketch"])
+def test_constant_data_fit_with_a_warning(solver):
+    X = np.full((80, 3), 3.7)
+    with pytest.warns(UserWarning, match="the training data do not vary"):
+        model = KernelPCA(2, solver=solver, random_state=0).fit(X)
+    assert np.all(model.eigenvalues_ == 0)
+    varied = X + np.random.default_rng(0).normal(scale=1e-3, size=X.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert KernelPCA(2, solver=solver, random_state=0).fit(varied).eigenvalues_[0] > 0

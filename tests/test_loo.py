@@ -144,3 +144,23 @@ def test_errors(four_signals):
         loo_projections(PCA(2), X)
     with pytest.raises(ValueError, match="must match"):
         loocv_renormalization(np.zeros((5, 2)), np.zeros((4, 2)), np.zeros(5))
+
+
+@pytest.mark.parametrize("method", ["exact", "approximate"])
+@pytest.mark.parametrize("model", ["KernelPCA", "Nystrom", "PCA"])
+def test_data_other_than_the_training_set_is_refused(method, model):
+    rng = np.random.default_rng(0)
+    X, other = rng.normal(size=(60, 8)), rng.normal(size=(60, 8))
+    estimator = {"KernelPCA": KernelPCA(2, kernel=RBF(c=16.0)),
+                 "Nystrom": KernelPCA(2, kernel=RBF(c=16.0), solver="nystrom", n_landmarks=30),
+                 "PCA": PCA(2)}[model].fit(X)
+    with pytest.raises(ValueError, match="it has 20 rows, the training data 60"):
+        loo_projections(estimator, other[:20], method)
+    with pytest.raises(ValueError, match=f"must be the data {type(estimator).__name__} was fitted on"):
+        loo_projections(estimator, other, method)
+    if model == "Nystrom":
+        return  # its refits sample their landmarks by row: another order, other landmarks
+    # The training rows in another order are the training data: each row's projection follows.
+    order = rng.permutation(60)
+    np.testing.assert_allclose(loo_projections(estimator, X[order], method),
+                               loo_projections(estimator, X, method)[order], atol=1e-8)

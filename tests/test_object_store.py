@@ -218,6 +218,8 @@ def test_two_writers_to_one_object_store_destination(s3, inputs, prefix):
 def test_an_overwrite_replaces_the_previous_result(s3, inputs, prefix):
     url = f"s3://{prefix}/scores.zarr"
     fs = s3fs.S3FileSystem(**s3, skip_instance_cache=True)
+    fs.pipe_file(f"{prefix}/scores.zarr/zarr.json",
+                 b'{"zarr_format": 3, "node_type": "group", "attributes": {}}')
     fs.pipe_file(f"{prefix}/scores.zarr/stale-key", b"from an older result")
     refused = _run(_transform_argv(inputs, url, s3))
     assert refused.returncode == 2
@@ -226,4 +228,13 @@ def test_an_overwrite_replaces_the_previous_result(s3, inputs, prefix):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "scores.zarr/stale-key" not in _keys(s3, prefix)
     np.testing.assert_allclose(_scores(s3, url), inputs[2], rtol=1e-10, atol=1e-12)
+
+
+def test_an_overwrite_never_replaces_keys_that_are_not_a_zarr_store(s3, inputs, prefix):
+    url = f"s3://{prefix}/scores.zarr"
+    fs = s3fs.S3FileSystem(**s3, skip_instance_cache=True)
+    fs.pipe_file(f"{prefix}/scores.zarr/someone-elses", b"not ours")
+    refused = _run([*_transform_argv(inputs, url, s3), "--overwrite"])
+    assert refused.returncode == 2 and "is a folder that is not a Zarr store" in refused.stderr
+    assert "scores.zarr/someone-elses" in _keys(s3, prefix)
 

@@ -1,5 +1,7 @@
 """Linear PCA against scikit-learn's PCA (up to sign)."""
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -105,3 +107,16 @@ def test_transform_feature_mismatch_and_inverse_width():
         pca.transform(np.ones((2, 3)))
     with pytest.raises(ValueError, match="Z has 3 columns, but PCA has 2 components"):
         pca.inverse_transform(np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("solver", ["covariance", "gram", "sketch"])
+@pytest.mark.parametrize("level", [0.0, 3.7, 1e6])
+def test_constant_data_fit_with_a_warning(solver, level):
+    X = np.full((80, 3), level)
+    with pytest.warns(UserWarning, match="the training data do not vary"):
+        model = PCA(1, solver=solver).fit(X)
+    np.testing.assert_array_equal(model.explained_variance_ratio_, 0.0)
+    varied = X + np.random.default_rng(0).normal(scale=1e-3 * max(level, 1), size=X.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert PCA(1, solver=solver).fit(varied).explained_variance_ratio_[0] > 0

@@ -376,3 +376,9 @@ def test_the_grid_is_sorted_whatever_its_order():
     results = [select_model(X, sigma2_grid=grid, n_draws=4, n_train=50, random_state=0)
                for grid in itertools.permutations([0.5, 2.0, 8.0], 2)]
     assert all(np.array_equal(r.table["sigma2"], np.sort(r.table["sigma2"])) for r in results)
+
+
+def test_too_few_samples_are_named_as_such():
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    with pytest.raises(ValueError, match="X has 5 samples; model selection needs at least 6"):
+        select_model(X)

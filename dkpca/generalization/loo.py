@@ -177,6 +177,7 @@ def loo_projections(
         raise ValueError(f"loo_projections: X must be the training data, at least 3 x "
                          f"{estimator.n_features_in_}; got {X.shape}")
     full_scores = np.asarray(estimator.transform(X), dtype=np.float64)
+    _check_training_data(estimator, X, full_scores)
     if method == "approximate":
         return _approximate(estimator, X, full_scores)
     seeds = check_random_state(random_state).spawn(len(X))
@@ -187,6 +188,37 @@ def loo_projections(
              for n, seed in enumerate(seeds)]
     logger.info("leave-one-out: %d refits of %s", len(tasks), type(estimator).__name__)
     return np.stack(compute(*tasks))
+
+
+def _check_training_data(estimator: Any, X: np.ndarray, scores: np.ndarray) -> None:
+    """Refuse ``X`` unless it holds the rows ``estimator`` was fitted on (in any order).
+
+    Leave-one-out projections of other data are numbers with no meaning. The fitted model
+    records enough to tell, at no extra cost: the training scores of kernel PCA
+    (``eigenvectors_ * sqrt(eigenvalues_)``, which ``transform`` of the training rows
+    reproduces; compared column by column as sorted values, since the order of the rows does
+    not change anyone's leave-one-out projection), the mean and count of linear PCA.
+    """
+    basis = getattr(estimator, "basis_", None)
+    expected = getattr(estimator, "n_samples_", getattr(basis, "n_samples", len(X)))
+    problem = f"it has {len(X)} rows, the training data {expected}" if len(X) != expected else None
+    vectors = getattr(estimator, "eigenvectors_", None)
+    if problem is None and vectors is not None and basis is not None:
+        (vectors,) = compute(vectors) if hasattr(vectors, "dask") else (vectors,)
+        training = np.asarray(vectors) * np.sqrt(np.maximum(estimator.eigenvalues_, 0.0))
+        scale = max(float(np.abs(training).max()), np.finfo(float).tiny)
+        gap = np.abs(np.sort(training, axis=0) - np.sort(scores, axis=0)).max()
+        if gap > 1e-4 * scale:  # float32 tiles agree to ~1e-7
+            problem = "its projections differ from the training data's"
+    mean = getattr(estimator, "mean_", None)
+    if problem is None and mean is not None and basis is None:
+        scale = max(float(np.abs(X).max()), np.finfo(float).tiny)
+        if np.abs(X.mean(axis=0) - mean).max() > 1e-8 * scale:
+            problem = "its mean differs from the training data's"
+    if problem is not None:
+        raise ValueError(f"loo_projections: X must be the data {type(estimator).__name__} was "
+                         f"fitted on, but {problem}; pass the training data "
+                         "(for new data, use transform)")
 
 
 @dataclass(frozen=True)

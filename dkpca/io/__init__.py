@@ -11,7 +11,7 @@ Examples
 (3, 2)
 """
 
-from dkpca.io._completion import IncompleteResultError, require_complete
+from dkpca.io._completion import IncompleteResultError, NotAZarrStoreError, require_complete
 from dkpca.io._input import as_array, as_dask, default_row_chunk, is_lazy, is_sparse, open_zarr
 from dkpca.io._location import Location, url_options
 from dkpca.io._zarr import (
@@ -26,6 +26,7 @@ from dkpca.io._zarr import (
 __all__ = [
     "IncompleteResultError",
     "Location",
+    "NotAZarrStoreError",
     "as_array",
     "as_dask",
     "atomic_group",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MARKER",
     "IncompleteResultError",
+    "NotAZarrStoreError",
     "publish",
     "require_complete",
     "sweep_abandoned_result",
@@ -46,6 +47,14 @@ logger = logging.getLogger(__name__)
 
 #: The key that marks a store being copied into place (or abandoned during the copy).
 MARKER = ".dkpca-incomplete"
+
+
+class NotAZarrStoreError(ValueError):
+    """What is at a place is not a Zarr store: a plain file, another folder, a device.
+
+    A :class:`ValueError`, as for any input of the wrong kind; the command line reports it as
+    one line with exit status 2.
+    """
 
 
 class IncompleteResultError(FileNotFoundError):
@@ -60,22 +69,40 @@ def _marker_writer(fs: Any, root: str) -> str | None:
     """Return the writer token in the marker at ``root``: ``""`` if unreadable, ``None`` if none."""
     try:
         return str(json.loads(fs.cat_file(f"{root}/{MARKER}"))["writer"])
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the latter: ``root`` is a file
         return None
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, IsADirectoryError):
         return ""
 
 
 def require_complete(location: Location) -> None:
-    """Raise :class:`IncompleteResultError` if the store at ``location`` is not complete.
+    """Raise unless a complete Zarr store (a group or an array) is at ``location``.
 
-    The marker is looked for at ``location`` and above it, since the store may be an array
-    inside a result being copied.
+    The completion marker is looked for at ``location`` and above it, since the store may be
+    an array inside a result being copied; then what is there is classified
+    (:meth:`~dkpca.io.Location.kind`), so that a plain file or a folder of something else is
+    named as such rather than failing somewhere inside Zarr.
+
+    Raises
+    ------
+    IncompleteResultError
+        A result still being copied to an object store, or whose writer was stopped doing so.
+    FileNotFoundError
+        Nothing is at ``location``.
+    NotAZarrStoreError
+        Something other than a Zarr store is there (a :class:`ValueError`).
 
     Examples
     --------
+    >>> import fsspec
     >>> from dkpca.io import Location
+    >>> fsspec.filesystem("memory").pipe({"/doc/complete/scores.zarr/zarr.json": b"{}",
+    ...                                   "/doc/complete/notes.txt": b"hello"})
     >>> require_complete(Location("memory://doc/complete/scores.zarr"))
+    >>> require_complete(Location("memory://doc/complete/notes.txt"))
+    Traceback (most recent call last):
+    ...
+    dkpca.io._completion.NotAZarrStoreError: memory://doc/complete/notes.txt is a file, not a Zarr store
     """
     fs, path = location._fs()
     root = path.rstrip("/")
@@ -88,6 +115,12 @@ def require_complete(location: Location) -> None:
                 f"was stopped while copying it{owner}; rerun the command that writes it")
         parent = posixpath.dirname(root)
         root = "" if parent in (root, "/") else parent
+    kind = location.kind()
+    if kind == "missing":
+        raise FileNotFoundError(f"no Zarr array or group at {location}")
+    if kind != "zarr":
+        what = {"file": "a file", "folder": "a folder"}.get(kind, "neither a file nor a folder")
+        raise NotAZarrStoreError(f"{location} is {what}, not a Zarr store")
 
 
 def sweep_abandoned_result(target: Location) -> str | None:

@@ -75,6 +75,8 @@ def open_zarr(
         stopped doing so (a :class:`FileNotFoundError`).
     ValueError
         A group without ``component`` that holds several arrays (or none).
+    dkpca.io.NotAZarrStoreError
+        ``source`` is a plain file or a folder that is not a Zarr store (a ``ValueError``).
 
     Examples
     --------
@@ -293,7 +295,29 @@ def as_array(
         X = X.astype(dtype)
     if X.numblocks[1] != 1:
         X = X.rechunk({1: -1})
+    if check_finite:
+        X = X.map_blocks(_finite_block, label=name, dtype=X.dtype, meta=X._meta,
+                         token="dkpca-check-finite")
     return X
+
+
+def _finite_block(block: Any, label: str, block_info: dict | None = None) -> Any:
+    """Return ``block`` unchanged, or raise naming the first row with NaN or infinity.
+
+    Lazy input is checked as its chunks are computed, in the task that reads them, so the
+    check costs no pass of its own and catches what numpy input's check catches.
+    """
+    values = block.data if scipy.sparse.issparse(block) else block
+    finite = np.isfinite(values)
+    if finite.all():
+        return block
+    if scipy.sparse.issparse(block):
+        first = int(np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))[~finite][0])
+    else:
+        first = int(np.flatnonzero(~finite.all(axis=1))[0])
+    offset = block_info[0]["array-location"][0][0] if block_info else 0
+    raise ValueError(f"{label} contains NaN or infinity (row {offset + first} is the first); "
+                     "remove or impute those values first.")
 
 
 def as_dask(

@@ -9,11 +9,17 @@ import posixpath
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import fsspec
 
-__all__ = ["Location", "url_options"]
+__all__ = ["ZARR_METADATA", "Location", "PathKind", "url_options"]
+
+#: What is at a place, as readers and writers tell it apart (:meth:`Location.kind`).
+PathKind = Literal["missing", "zarr", "file", "folder", "other"]
+
+#: The keys whose presence makes a folder a Zarr store (v3, then v2 and its consolidated form).
+ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
 
 
 def url_options(
@@ -98,8 +104,41 @@ class Location:
 
     def exists(self) -> bool:
         """Whether anything (a file, a folder, any key) is at this place."""
+        return self.kind() != "missing"
+
+    def kind(self) -> PathKind:
+        """What is at this place: ``"missing"``, ``"zarr"`` (a store), ``"file"``, ``"folder"``
+        (a folder, or an object-store prefix, that is not a Zarr store) or ``"other"`` (a
+        device, a socket...).
+
+        Every reader and writer asks this first, so that each kind gets its documented
+        behaviour rather than whatever error the first file operation happens to raise.
+
+        Examples
+        --------
+        >>> import fsspec
+        >>> fsspec.filesystem("memory").pipe({"/doc/kind/a.zarr/zarr.json": b"{}",
+        ...                                   "/doc/kind/fig.png": b"PNG"})
+        >>> [Location(f"memory://doc/kind/{name}").kind() for name in ("a.zarr", "fig.png", "no")]
+        ['zarr', 'file', 'missing']
+        """
         fs, path = self._fs()
-        return fs.exists(path)
+        try:
+            info = fs.info(path)
+        except (FileNotFoundError, NotADirectoryError):  # the latter: a parent is a file
+            return "missing"
+        if info["type"] == "file":
+            return "file"
+        if info["type"] != "directory":
+            return "other"
+        if any(fs.isfile(f"{path.rstrip('/')}/{key}") for key in ZARR_METADATA):
+            return "zarr"
+        return "folder"
+
+    def is_empty_folder(self) -> bool:
+        """Whether this place is a folder with nothing in it."""
+        fs, path = self._fs()
+        return fs.isdir(path) and not fs.ls(path, detail=False)
 
     def is_folder(self) -> bool:
         """Whether this place holds a folder (a store of several keys) rather than one file."""
@@ -111,6 +150,26 @@ class Location:
         if not self.is_local:
             return True
         return os.path.isdir(os.path.dirname(self.store))
+
+    def check_writable(self) -> None:
+        """Raise :class:`PermissionError` if nothing can be written beside this place.
+
+        A local folder is probed by creating (and removing) a hidden folder in it, since
+        permission bits alone do not tell: root passes every ``access`` check, yet cannot write
+        in ``/proc`` or on a read-only mount. Object stores are not probed (a probe would need
+        delete rights the run may not need); their errors come at the write.
+        """
+        if not self.is_local:
+            return
+        parent = os.path.dirname(self.store)
+        probe = os.path.join(parent, f".{self.name}.dkpca-probe-{uuid.uuid4().hex[:8]}")
+        try:
+            os.mkdir(probe)
+        except OSError as err:
+            raise PermissionError(
+                f"cannot write {self}: the folder {parent} is not writable ({err.strerror})"
+            ) from err
+        os.rmdir(probe)
 
     def remove(self, settle: float = 0.2) -> None:
         """Delete whatever is here, and make sure it stays deleted for ``settle`` seconds.

@@ -46,30 +46,60 @@ def check_destination(
 ) -> Location:
     """Check that results can be written to ``destination`` before any work starts.
 
-    An incomplete result there whose writer is provably gone (a writer killed while copying
-    to an object store, :mod:`dkpca.io._completion`) is removed first.
+    What is there decides: nothing (written), a Zarr store or a file (replaced with
+    ``overwrite``, refused without it), an empty folder (replaced with ``overwrite``), or
+    anything else: a folder that is not a Zarr store, a device (refused either way, since
+    replacing it could destroy what is not ours). An incomplete result there whose writer is
+    provably gone (a writer killed while copying to an object store,
+    :mod:`dkpca.io._completion`) is removed first.
 
     Raises
     ------
     FileExistsError
         Something is already there and ``overwrite`` is false, or another writer is copying
-        its result there now.
+        its result there now, or what is there is not a result ``overwrite`` may replace.
     FileNotFoundError
         The folder it would go in does not exist.
+    PermissionError
+        The folder it would go in cannot be written.
 
     Examples
     --------
     >>> check_destination("memory://doc/new.zarr").exists()
     False
+    >>> import fsspec
+    >>> fsspec.filesystem("memory").pipe("/doc/old.png", b"PNG")
+    >>> check_destination("memory://doc/old.png")
+    Traceback (most recent call last):
+    ...
+    FileExistsError: memory://doc/old.png already exists; pass overwrite=True (--overwrite) to replace it
+    >>> check_destination("memory://doc/old.png", overwrite=True).kind()
+    'file'
     """
     target = Location(destination, storage_options)
     if not target.parent_exists():
-        raise FileNotFoundError(
-            f"cannot write {target}: the folder {os.path.dirname(target.store)} does not exist"
-        )
-    sweep_abandoned_result(target)
-    if not overwrite and target.exists():
-        raise FileExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
+        parent = os.path.dirname(target.store)
+        what = "is a file, not a folder" if os.path.exists(parent) else "does not exist"
+        raise FileNotFoundError(f"cannot write {target}: {parent} {what}")
+    kind = target.kind()
+    if kind in ("zarr", "folder"):  # perhaps a result abandoned mid-copy (a marker inside)
+        sweep_abandoned_result(target)
+        kind = target.kind()
+    if kind == "missing":
+        target.check_writable()
+        return target
+    if not overwrite:
+        raise FileExistsError(
+            f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
+    if kind == "folder" and not target.is_empty_folder():
+        raise FileExistsError(
+            f"{target} is a folder that is not a Zarr store; dkpca replaces only its own "
+            "results (Zarr stores and files): choose another destination or remove it")
+    if kind == "other":
+        raise FileExistsError(
+            f"{target} is neither a file nor a folder (a device or a socket); choose another "
+            "destination")
+    target.check_writable()
     return target
 
 

@@ -74,6 +74,10 @@ def _pick_training(Xd, training, n_train, has_validation, rng, rule_of_thumb, ic
                          f"got {training!r}")
     if n_train is None:
         n_train = min(MAX_DEFAULT_TRAIN, n // 2 if has_validation else n)
+        if n_train < 3:
+            needed = "6 (3 to train on, the rest to validate)" if has_validation else "3"
+            raise ValueError(f"select_model: X has {n} samples; model selection needs at "
+                             f"least {needed}")
     if n_train < 3 or n_train > n:
         raise ValueError(f"select_model: need 3 <= n_train <= n_samples = {n}, got {n_train}")
     if training == "random":
