@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -21,7 +23,7 @@ from dkpca._errors import TransientError
 if TYPE_CHECKING:  # distributed is imported lazily: `import dkpca` must not pay for it
     from distributed import Client, Security
 
-__all__ = ["connect", "tls_security"]
+__all__ = ["connect", "dask_setup", "tls_security"]
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +132,42 @@ def tls_security(
         ) from err
     logger.debug("TLS security from CA %s, certificate %s", ca_path, cert_path)
     return security
+
+
+def dask_setup(worker: object) -> None:
+    """Preload of the embedded cluster's worker processes: they ignore SIGINT.
+
+    Distributed runs it in each worker process's main thread once the worker started, so it
+    also covers a worker its nanny restarts; see :func:`_workers_ignore_sigint`.
+
+    Parameters
+    ----------
+    worker : distributed.Worker
+        The worker that started (unused).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint() -> Iterator[None]:
+    """Ignore SIGINT in this process while the embedded cluster starts its worker processes.
+
+    A terminal sends Ctrl-C to its whole foreground process group, worker processes included:
+    each would die printing its tracebacks, and the scheduler would log their lost tasks, some
+    hundred lines before the command's own one. A worker process inherits an ignored SIGINT
+    (and Python keeps it ignored), so the workers started here never see Ctrl-C; the
+    interrupted command closes the cluster, which stops them in order. :func:`dask_setup`
+    does the same for a worker restarted later. The price: a Ctrl-C in the second or two the
+    cluster takes to start is lost.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers can only be set in the main thread, nor can Ctrl-C reach another
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
 def _scheduler_address(scheduler: str, security: Security | None) -> str:
@@ -263,19 +301,20 @@ def connect(
         return
     from distributed import Client
 
-    nanny_options = {"env": WORKER_ENV} if processes else {}  # in-process workers share ours
+    # Worker processes ignore Ctrl-C; in-process workers share our environment and signals.
+    nanny_options = {"env": WORKER_ENV, "preload": [__name__]} if processes else {}
     tls_options = {} if security is None else {"protocol": _TLS, "security": security}
-    with (
-        LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            memory_limit=memory_limit,
-            processes=processes,
-            dashboard_address=":0",
-            **nanny_options,
-            **tls_options,
-        ) as cluster,
-        Client(cluster, security=security) as client,
-    ):
+    with contextlib.ExitStack() as stack:
+        with _workers_ignore_sigint() if processes else contextlib.nullcontext():
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                memory_limit=memory_limit,
+                processes=processes,
+                dashboard_address=":0",
+                **nanny_options,
+                **tls_options,
+            ))
+        client = stack.enter_context(Client(cluster, security=security))
         logger.info("embedded cluster: %s", cluster)
         yield client

@@ -401,3 +401,36 @@ def test_two_writers_to_one_destination(tmp_path):
     model = dkpca.load(out)  # complete and loadable
     assert model.n_components_ == 3
     assert [p.name for p in sorted(tmp_path.iterdir())] == ["X.zarr", "model.zarr"]
+
+
+def test_ctrl_c_mid_fit_prints_one_line(tmp_path):
+    """Ctrl-C at a terminal reaches the whole process group, the embedded cluster's workers
+    included: the command still prints its one line, and no worker or scheduler tracebacks."""
+    zarr.create_array(tmp_path / "X.zarr", data=np.random.default_rng(4).normal(size=(12_000, 20)),
+                      chunks=(500, 20))
+    argv = ["dkpca", "fit", str(tmp_path / "X.zarr"), "--out", str(tmp_path / "model.zarr"),
+            "--n-components", "3", "--solver", "randomized", "--max-memory", "1MiB",
+            "--random-state", "0", "--workers", "2", "--threads-per-worker", "1",
+            "--progress-interval", "1000"]
+    start = ("import runpy, signal, sys; signal.signal(signal.SIGINT, "
+             f"signal.default_int_handler); sys.argv = {argv!r}; "
+             "runpy.run_module('dkpca', run_name='__main__')")
+    process = subprocess.Popen([sys.executable, "-c", start], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        before = []
+        for line in process.stderr:  # the fit's log: interrupt once its Krylov passes run
+            before.append(line)
+            if "Krylov pass 1 " in line:
+                break
+        assert process.poll() is None, "".join(before)[-3000:]
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: every process of it
+        _, after = process.communicate(timeout=TIMEOUT)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, after[-3000:]
+    assert len(after.strip().splitlines()) <= 2, after[-3000:]
+    assert after.strip().endswith("dkpca: interrupted; no output was written")
+    assert _session_ends(process.pid)
+    assert [p.name for p in tmp_path.iterdir()] == ["X.zarr"]
