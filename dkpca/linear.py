@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import dask
@@ -20,6 +21,7 @@ from ._estimator import (
     parse_size,
     warn_if_no_variance,
 )
+from ._pca_components import complete_basis, select_count
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
     Interval,
@@ -139,47 +141,85 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: Any = None) -> PCA:
         """Fit the model on ``X`` (``n_samples × n_features``).
 
+        Parameters
+        ----------
+        X : array-like, dask array, xarray.DataArray or Zarr path, (n_samples, n_features)
+        y : ignored
+
         Returns
         -------
         self : PCA
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(0).normal(size=(30, 5)).astype(np.float32)
+        >>> pca = PCA(2).fit(X)
+        >>> pca.components_.dtype, pca.explained_variance_.shape
+        (dtype('float32'), (2,))
         """
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
         # NaN and infinity reach the accumulated statistics, which are checked: no extra pass.
         Xa = as_array(X, check_finite=False)
         check_samples(Xa, "PCA")
         n, d = Xa.shape
-        check_n_components(self.n_components, min(n, d), "PCA")
-        rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue)
+        limit = min(n, d)
+        check_n_components(self.n_components, limit, "PCA")
+        count = self.n_components if isinstance(self.n_components, numbers.Integral) else None
+        # an integer count needs only that many eigenpairs; a fraction the whole spectrum
+        k = None if count is None else count
         solver = self.solver if self.solver != "auto" else ("covariance" if n > d else "gram")
         if solver == "sketch":
+            rule = ComponentRule(count=count)
             sketch = make_sketch(self, d, rule, "PCA")
             mean, eigenvalues, vectors, total = fit_pca_sketch(
                 as_dask(Xa), rule, sketch=sketch, refine=self.refine
             )
         elif solver == "covariance":
-            mean, eigenvalues, vectors, total = self._fit_covariance(Xa, rule)
+            mean, eigenvalues, vectors, total = self._fit_covariance(Xa, k)
         else:
-            mean, eigenvalues, vectors, total = self._fit_gram(Xa, rule)
-        variances = eigenvalues / (n - 1)
-        m = rule.select(variances, total)
-        # Sums of squares minus the squared mean leave ~1e-16 of the scale where nothing varies.
-        varies = total > 1e-13 * d * max(float(np.max(np.abs(mean))) ** 2, np.finfo(float).tiny)
+            mean, eigenvalues, vectors, total = self._fit_gram(Xa, k)
+        self.solver_ = solver
+        self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype)
+        return self
+
+    def _set_spectrum(
+        self, mean: np.ndarray, eigenvalues: np.ndarray, vectors: np.ndarray, total: float,
+        n: int, d: int, dtype: np.dtype,
+    ) -> None:
+        """Fitted attributes from the leading eigenpairs of the scatter matrix ``X_cᵀ X_c``.
+
+        Maintenance note: everything is computed in float64 and cast to the input's dtype at
+        the end; variances are clipped at zero (rounding leaves tiny negative eigenvalues on
+        rank-deficient data), so ``singular_values_² = (n - 1) explained_variance_``.
+        """
+        limit = min(n, d)
+        variances = np.zeros(limit)  # directions a solver did not return carry no variance
+        found = min(limit, len(eigenvalues))
+        variances[:found] = np.maximum(eigenvalues[:found], 0.0) / (n - 1)
+        m = select_count(variances, total, self.n_components, self.min_relative_eigenvalue)
+        if isinstance(self.n_components, numbers.Integral) and self.min_relative_eigenvalue is None:
+            m = int(self.n_components)  # exactly the width asked for, zero columns included
+        vectors = complete_basis(vectors[:, :m], m)
+        variances = variances[:m]
+        # Sums of squares minus the squared mean leave ~1e-16 of the scale where nothing varies;
+        # the covariance solver's moments around a sample are exactly zero there.
+        floor = 0.0 if self.solver_ == "covariance" else 1e-13 * d * float(np.max(mean**2))
+        varies = total > max(floor, np.finfo(float).tiny)
         warn_if_no_variance(varies, "PCA", "")
-        self.mean_ = mean
-        self.components_ = vectors[:, :m].T.copy()
-        self.explained_variance_ = variances[:m]
-        self.explained_variance_ratio_ = variances[:m] / total if varies else \
-            np.zeros_like(variances[:m])
-        self.singular_values_ = np.sqrt(np.maximum(eigenvalues[:m], 0.0))
+        self.mean_ = mean.astype(dtype)
+        self.components_ = np.ascontiguousarray(vectors.T, dtype=dtype)
+        self.explained_variance_ = variances.astype(dtype)
+        ratio = variances / total if varies else np.zeros_like(variances)
+        self.explained_variance_ratio_ = ratio.astype(dtype)
+        self.singular_values_ = np.sqrt(variances * (n - 1)).astype(dtype)
         self.n_components_ = m
         self.n_samples_ = n
         self.n_features_in_ = d
-        self.solver_ = solver
         self._n_features_out = m
-        return self
 
     def _fit_covariance(
-        self, X: np.ndarray | da.Array, rule: ComponentRule
+        self, X: np.ndarray | da.Array, k: int | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         n = X.shape[0]
         # Moments around the first sample (accurate for data far from the origin), in one pass.
@@ -195,12 +235,11 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         mean_shift, cross = moments[0] / n, moments[1:]
         cov = cross - n * np.outer(mean_shift, mean_shift)  # n × covariance, around the mean
         total = float(np.trace(cov)) / (n - 1)
-        k = None if rule.needs_full_spectrum else rule.count
         eigenvalues, vectors = top_eigh(cov, k, overwrite=True)
         return shift + mean_shift, eigenvalues, vectors, total
 
     def _fit_gram(
-        self, X: np.ndarray | da.Array, rule: ComponentRule
+        self, X: np.ndarray | da.Array, k: int | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         n, d = X.shape
         block_bytes = parse_size(self.block_size, "block_size", "PCA")
@@ -219,9 +258,10 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         row_means = G.mean(axis=0)
         center_kernel_inplace(G, row_means, float(row_means.mean()))
         total = float(np.trace(G)) / (n - 1)
-        k = None if rule.needs_full_spectrum else rule.count
         eigenvalues, dual = top_eigh(G, k, overwrite=True)
         eigenvalues = np.maximum(eigenvalues, 0.0)
+        # Directions without variance cannot be scaled by 1 / sqrt(λ): the fit completes them
+        # (complete_basis), with zero variance, up to the width asked for.
         keep = eigenvalues > eigenvalues[0] * 1e-12
         eigenvalues, dual = eigenvalues[keep], dual[:, keep]
         # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v = Xᵀ v.
@@ -260,7 +300,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"Z has {Zd.shape[1]} columns, but PCA has {self.n_components_} components."
             )
-        return like_input(Zd @ self.components_.astype(Zd.dtype) + self.mean_, Z)
+        return like_input(
+            Zd @ self.components_.astype(Zd.dtype) + self.mean_.astype(Zd.dtype), Z)
 
 
 def _check_finite_statistics(*statistics: np.ndarray) -> None:

@@ -120,3 +120,57 @@ def test_constant_data_fit_with_a_warning(solver, level):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert PCA(1, solver=solver).fit(varied).explained_variance_ratio_[0] > 0
+
+
+# ------------------------------------------------------------- dtype and widths (issue 32.4)
+
+
+@pytest.mark.parametrize("solver", ["covariance", "gram", "sketch"])
+def test_float32_fitted_attributes_and_outputs(solver):
+    X = DATA["tall"][:200, :8]
+    pca32 = PCA(3, solver=solver, random_state=0).fit(X.astype(np.float32))
+    pca64 = PCA(3, solver=solver, random_state=0).fit(X)
+    for name in ["components_", "explained_variance_", "explained_variance_ratio_",
+                 "singular_values_", "mean_"]:
+        assert getattr(pca32, name).dtype == np.float32, name
+        assert getattr(pca64, name).dtype == np.float64, name
+    Z = pca32.transform(X.astype(np.float32))
+    assert Z.dtype == np.float32 and pca32.inverse_transform(Z).dtype == np.float32
+    np.testing.assert_allclose(pca32.explained_variance_, pca64.explained_variance_, rtol=1e-5)
+
+
+@pytest.mark.parametrize("solver", ["auto", "covariance", "gram"])
+def test_none_keeps_min_of_samples_and_features(solver):
+    X = np.random.default_rng(0).normal(size=(30, 100))
+    assert PCA(solver=solver).fit(X).n_components_ == 30
+    assert PCA(solver=solver).fit(X.T).n_components_ == 30
+
+
+@pytest.mark.parametrize("solver", ["covariance", "gram", "sketch"])
+def test_integer_width_kept_with_zero_variance_components(solver):
+    X = np.random.default_rng(0).normal(size=(3, 100))  # rank 2 once centred
+    pca = PCA(3, solver=solver, random_state=0).fit(X)
+    assert pca.n_components_ == 3 and pca.components_.shape == (3, 100)
+    if solver != "sketch":  # the sketch's directions are approximate (tutorial Alg. 4)
+        np.testing.assert_allclose(pca.components_ @ pca.components_.T, np.eye(3), atol=1e-10)
+    assert pca.explained_variance_[2] <= 1e-12 * pca.explained_variance_[0]
+    assert np.all(pca.explained_variance_ >= 0)
+    np.testing.assert_allclose(pca.singular_values_ ** 2,
+                               pca.explained_variance_ * 2, rtol=1e-12)
+
+
+def test_rank_deficient_variances_clipped_at_zero():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(50, 3)) @ rng.normal(size=(3, 10))
+    pca = PCA(solver="covariance").fit(X)
+    assert np.all(pca.explained_variance_ >= 0) and np.all(pca.explained_variance_ratio_ >= 0)
+    np.testing.assert_allclose(pca.singular_values_ ** 2, pca.explained_variance_ * 49)
+
+
+def test_fraction_tie_keeps_the_next_component():
+    """scikit-learn's gh-15669 rule: a cumulative ratio equal to the fraction is not enough."""
+    X = DATA["tall"][:, :6]
+    full = PCA().fit(X)
+    at_tie = full.explained_variance_ratio_.cumsum()[-2]
+    assert PCA(float(at_tie)).fit(X).n_components_ == 6
+    assert PCA(float(full.explained_variance_ratio_[0])).fit(X).n_components_ == 2
