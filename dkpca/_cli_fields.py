@@ -81,6 +81,7 @@ def _json_options(text: str) -> dict[str, Any]:
 def _estimator(args: argparse.Namespace, kernel_pca: Callable[[argparse.Namespace], Any]) -> Any:
     """PCA from the options it shares with kernel PCA, or the kernel PCA ``kernel_pca`` builds."""
     from dkpca._errors import UsageError
+    from dkpca._validation import validate_params
     from dkpca.linear import PCA
 
     if args.method == "kpca":
@@ -88,21 +89,29 @@ def _estimator(args: argparse.Namespace, kernel_pca: Callable[[argparse.Namespac
     if args.solver not in PCA_SOLVERS:
         raise UsageError(f"--solver {args.solver} is a kernel PCA solver (--method kpca); "
                          f"--method pca takes --solver {' or '.join(PCA_SOLVERS)}")
-    return PCA(n_components=args.n_components, solver=args.solver,
-               min_relative_eigenvalue=args.min_relative_eigenvalue, sketch=args.sketch,
-               sketch_dim=args.sketch_dim, random_state=args.random_state)
+    model = PCA(n_components=args.n_components, solver=args.solver,
+                min_relative_eigenvalue=args.min_relative_eigenvalue, sketch=args.sketch,
+                sketch_dim=args.sketch_dim, random_state=args.random_state)
+    validate_params(model.get_params(), model._parameter_constraints, "PCA")  # as fit would
+    return model
 
 
 def _fields(args: argparse.Namespace) -> Any:
     """Open the input group (lazily) and return the variables to fit."""
     import xarray as xr
+    import zarr
 
     from dkpca._errors import UsageError
     from dkpca.io import Location, require_complete, url_options
 
     options = url_options(args.input, args.storage_options)
     require_complete(Location(args.input, options))
-    ds = xr.open_zarr(args.input, consolidated=False, storage_options=options)
+    try:
+        ds = xr.open_zarr(args.input, consolidated=False, storage_options=options)
+    except zarr.errors.ContainsArrayError:
+        raise UsageError(f"{args.input} is a Zarr array; dkpca fields needs a group written by "
+                         f"xarray (Dataset.to_zarr), with dimension names; for a plain array "
+                         f"use dkpca fit") from None
     sample_dims = args.sample_dim
     if args.variable:
         missing = [v for v in args.variable if v not in ds.data_vars]
@@ -141,23 +150,23 @@ def _result(model: Any, patterns: bool) -> Any:
 
 
 def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractContextManager],
-        kernel_pca: Callable[[argparse.Namespace], Any]) -> str:
+        kernel_pca: Callable[[argparse.Namespace], Any],
+        check_outputs: Callable[[argparse.Namespace, dict[str, Any]], None]) -> str:
     """Fit and write; return the summary line.
 
-    ``cluster()`` enters the Dask cluster; ``kernel_pca(args)`` builds ``dkpca fit``'s model.
+    ``cluster()`` enters the Dask cluster; ``kernel_pca(args)`` builds ``dkpca fit``'s model;
+    ``check_outputs(args, {option: destination})`` checks the outputs before any work.
     """
-    from dkpca.io import atomic_location, check_destination, url_options
+    from dkpca.io import atomic_location, url_options
     from dkpca.persistence import save
     from dkpca.xarray import FieldModel
 
     out_options = url_options(args.out, args.storage_options)
     model_options = url_options(args.save_model or "", args.storage_options)
-    check_destination(args.out, overwrite=args.overwrite, storage_options=out_options)
-    if args.save_model:
-        check_destination(args.save_model, overwrite=args.overwrite,
-                          storage_options=model_options)
+    check_outputs(args, {"--out": args.out, "--save-model": args.save_model})
+    estimator = _estimator(args, kernel_pca)
     data = _fields(args)
-    model = FieldModel(_estimator(args, kernel_pca), args.sample_dim,
+    model = FieldModel(estimator, args.sample_dim,
                        weights=None if args.weights == "none" else args.weights,
                        standardize=args.standardize, nan_policy=args.nan_policy)
     started = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
         raise UsageError("--n-components must be at least 2 for the scatter plot")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a folder")
+    writable = next(p for p in (out, *out.parents) if p.exists())  # what mkdir would write in
+    if not os.access(writable, os.W_OK):
+        raise PermissionError(f"--out {out}: cannot write in {writable}")
     X, labels = make_rings(args.n_samples, n_rings=3, noise=0.08, random_state=args.random_state)
     started = time.perf_counter()
     with connect(**client_options) as client:

@@ -40,7 +40,7 @@ class _Settings:
     lines: bool
     interval: float
     phase: str
-    step: int = 0
+    step: int = 0  # computations reported so far: silent ones take no number
 
 
 _settings: _Settings | None = None  # process-wide: computes also run in helper threads
@@ -114,25 +114,65 @@ def _duration(seconds: float) -> str:
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
-def progress_line(phase: str, done: int, total: int, elapsed: float) -> str:
+def progress_line(phase: str, done: int, total: int, elapsed: float,
+                  rate: float | None = None) -> str:
     """One log line: phase, percentage, tasks, time elapsed and an estimate of the time left.
+
+    Parameters
+    ----------
+    phase : str
+        What runs, at the start of the line.
+    done, total : int
+        Tasks finished, and tasks in all.
+    elapsed : float
+        Seconds since the computation started.
+    rate : float, optional
+        Tasks finished per second lately (see :func:`recent_rate`); by default the average
+        since the start.
 
     Examples
     --------
     >>> progress_line("fit, step 2 (moments)", 300, 1200, 95.0)
     'fit, step 2 (moments): 25% of 1200 tasks (300 done), 1m 35s elapsed, about 4m 45s left'
+    >>> progress_line("denoise, step 1 (store)", 300, 1200, 95.0, rate=1.0)
+    'denoise, step 1 (store): 25% of 1200 tasks (300 done), 1m 35s elapsed, about 15m 00s left'
     >>> progress_line("fit", 1200, 1200, 3725.0)
     'fit: 100% of 1200 tasks (1200 done), 1h 02m elapsed, done'
     """
     fraction = done / total if total else 1.0
+    if rate is None and done:
+        rate = done / elapsed if elapsed > 0 else None
     if done >= total:
         left = "done"
-    elif done:
-        left = f"about {_duration(elapsed * (total - done) / done)} left"
+    elif rate:
+        left = f"about {_duration((total - done) / rate)} left"
     else:
         left = "time left not known yet"
     return (f"{phase}: {fraction:.0%} of {total} tasks ({done} done), "
             f"{_duration(elapsed)} elapsed, {left}")
+
+
+def recent_rate(samples: list[tuple[float, int]]) -> float | None:
+    """Tasks finished per second over the latter half of the time elapsed.
+
+    ``samples`` are ``(elapsed, done)`` pairs in time order, the last one now. A computation's
+    tasks differ in cost, and the cheap ones often finish first: every chunk read at once,
+    then one slow task per chunk (``denoise``'s fixed-point pre-images), so the average since
+    the start overstates the pace of what is left, by 2-3x there. The pace of the latter half
+    forgets such a start once as much time again has passed, and needs no knowledge of the
+    graph. ``None`` while nothing finished in that half.
+
+    Examples
+    --------
+    >>> recent_rate([(0.0, 0), (1.0, 60), (5.0, 64), (10.0, 69)])  # 60 cheap, then 1 per s
+    1.0
+    """
+    now, done = samples[-1]
+    half = now / 2
+    then, done_then = next((t, d) for t, d in reversed(samples) if t <= half)
+    if done <= done_then or now <= then:
+        return None
+    return (done - done_then) / (now - then)
 
 
 def _bar(done: int, total: int, elapsed: float) -> str:
@@ -144,22 +184,30 @@ def _bar(done: int, total: int, elapsed: float) -> str:
 class _Report:
     """Writes one computation's progress as the settings say; silent until ``minimum``."""
 
-    def __init__(self, settings: _Settings, label: str):
+    def __init__(self, settings: _Settings, what: str):
         self.settings = settings
-        self.label = label
-        self.drawn = False
+        self.what = what
+        self.label = ""  # numbered when first drawn, so that the step numbers run on
         self.last = -float("inf")  # when the last report was written
+        self.samples: list[tuple[float, int]] = [(0.0, 0)]
 
     def update(self, done: int, total: int, elapsed: float, final: bool = False) -> None:
         settings = self.settings
+        if done != self.samples[-1][1]:
+            self.samples.append((elapsed, done))
         if not final and (elapsed < settings.minimum or elapsed - self.last < settings.interval):
             return
-        if final and not self.drawn and elapsed < settings.minimum:
+        if final and not self.label and elapsed < settings.minimum:
             return  # finished before the first report was due: stay silent
-        self.drawn = True
+        if not self.label:
+            with _lock:
+                settings.step += 1
+                phase = f"{settings.phase}, " if settings.phase else ""
+                self.label = f"{phase}step {settings.step}{self.what}"
         self.last = elapsed
         if settings.lines:
-            text = progress_line(self.label, done, total, elapsed) + "\n"
+            rate = recent_rate([*self.samples, (elapsed, done)])
+            text = progress_line(self.label, done, total, elapsed, rate) + "\n"
         else:
             text = _bar(done, total, elapsed) + ("\n" if final else "")
         with contextlib.suppress(ValueError):  # a stream closed under us
@@ -234,17 +282,12 @@ def _client() -> Any:
         return None
 
 
-def _label(settings: _Settings, collections: tuple) -> str:
-    """Name a computation: the phase, its number within it, and what dask calls its output."""
+def _what(collections: tuple) -> str:
+    """Return what dask calls a computation's output, for its label: `` (moments)``, or ``""``."""
     from dask.utils import key_split
 
-    with _lock:
-        settings.step += 1
-        step = settings.step
     name = getattr(collections[0], "name", None) if collections else None
-    what = f" ({key_split(name)})" if isinstance(name, str) else ""
-    phase = f"{settings.phase}, " if settings.phase else ""
-    return f"{phase}step {step}{what}"
+    return f" ({key_split(name)})" if isinstance(name, str) else ""
 
 
 def compute(*collections: Any, **kwargs: Any) -> tuple:
@@ -259,7 +302,7 @@ def compute(*collections: Any, **kwargs: Any) -> tuple:
     settings = _settings
     if settings is None:
         return dask.compute(*collections, **kwargs)
-    report = _Report(settings, _label(settings, collections))
+    report = _Report(settings, _what(collections))
     client = _client()
     if client is None or dask.config.get("scheduler", None) not in (None, "dask.distributed"):
         with _LocalProgress(report):

@@ -46,9 +46,10 @@ __all__ = ["UsageError", "main"]
 
 logger = logging.getLogger("dkpca")
 
-#: Exceptions that mean the user asked for something impossible, reported in one line.
-_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, ImportError,
-                ConnectionError)
+#: Exceptions that mean the user asked for something impossible, reported in one line: an
+#: output that cannot be written (a read-only folder, a file where a folder should be) too.
+_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, PermissionError,
+                NotADirectoryError, IsADirectoryError, ImportError, ConnectionError)
 
 
 def _positive_int(text: str) -> int:
@@ -85,6 +86,19 @@ def _count_or_fraction(text: str, expected: str) -> int | float:
 def _n_components(text: str) -> int | float:
     """Parse a count (an int) or a variance fraction (a float in (0, 1))."""
     return _count_or_fraction(text, "a count (10) or a variance fraction (0.9)")
+
+
+def _memory_limit(text: str) -> str | int:
+    """Parse ``auto`` or a size (``4GiB``), so that a bad one is reported with its option."""
+    from dask.utils import parse_bytes
+
+    if text == "auto":
+        return text
+    try:
+        return parse_bytes(text)
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"must be auto or a size such as 4GiB, got {text}") \
+            from None
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -136,7 +150,7 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
                        help="embedded cluster: worker processes")
     group.add_argument("--threads-per-worker", type=_positive_int, default=None,
                        help="embedded cluster: threads per worker")
-    group.add_argument("--memory-limit", default="auto",
+    group.add_argument("--memory-limit", type=_memory_limit, default="auto",
                        help="embedded cluster: memory per worker, e.g. 4GiB (default: auto)")
     group.add_argument("--scheduler-timeout", type=_positive_float, default=None,
                        metavar="SECONDS",
@@ -149,7 +163,8 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
-    group.add_argument("--kernel", default="rbf", choices=["rbf", "poly", "sigmoid", "linear"])
+    group.add_argument("--kernel", default="rbf", choices=_named_kernels(),
+                       help="a registered kernel (default: rbf)")
     group.add_argument("--gamma", type=float, help="kernel coefficient (default: 1/n_features)")
     group.add_argument("--sigma2", type=float, help="RBF width, exp(-|x-y|^2 / (2 sigma2))")
     group.add_argument("--degree", type=int, default=3, help="polynomial degree")
@@ -189,6 +204,13 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
                        help="learn the kernel ridge pre-image (needed for non-RBF kernels)")
     group.add_argument("--alpha", type=float, default=1.0,
                        help="ridge penalty of the learned pre-image (default: 1.0)")
+
+
+def _named_kernels() -> list[str]:
+    """Every kernel name in the library's registry, so the command offers what it can fit."""
+    from dkpca.kernels._base import _named_kernels as registered
+
+    return registered()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -358,7 +380,12 @@ def _open_input(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _kernel_pca(args: argparse.Namespace) -> Any:
-    """Build the :class:`dkpca.KernelPCA` the model options describe, its parameters checked."""
+    """Build the :class:`dkpca.KernelPCA` the model options describe, its parameters checked.
+
+    The checks are those ``fit`` makes first (the parameters' ranges, then their combination,
+    such as ``--gamma`` with ``--sigma2``), made here so that a mistake is reported before
+    the cluster starts.
+    """
     from dkpca._validation import validate_params
     from dkpca.decomposition import KernelPCA
 
@@ -373,16 +400,38 @@ def _kernel_pca(args: argparse.Namespace) -> Any:
         alpha=args.alpha,
     )
     validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
+    model._resolve_kernel(1)  # n_features only fills in the default gamma; nothing checks it
     return model
 
 
-def _fit(args: argparse.Namespace) -> str:
+def _check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:
+    """Check every output the command will write (``{option: destination}``), before any work.
+
+    A destination that exists without ``--overwrite``, a folder that does not exist or cannot
+    be written: each stops the command here, in one line that names the option.
+    """
     from dkpca.io import check_destination
+
+    for option, destination in outputs.items():
+        if destination is None:
+            continue
+        try:
+            check_destination(destination, overwrite=args.overwrite,
+                              storage_options=_storage(args, destination))
+        except OSError as err:  # exists, unwritable, not a folder: name the option to change
+            raise type(err)(f"{option}: {_first_line(err)}") from err
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _fit(args: argparse.Namespace) -> str:
     from dkpca.persistence import save
 
+    _check_outputs(args, {"--out": args.out})
     model = _kernel_pca(args)
     X, _ = _open_input(args)
-    check_destination(args.out, overwrite=args.overwrite, storage_options=_storage(args, args.out))
     options = _client_options(args)
     started = time.perf_counter()
     with _cluster(options):
@@ -391,7 +440,7 @@ def _fit(args: argparse.Namespace) -> str:
         save(model, args.out, overwrite=args.overwrite, storage_options=_storage(args, args.out))
     elapsed = time.perf_counter() - started
     if not args.quiet:
-        _print_eigenvalues(model)
+        _print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)
     return (f"fitted {model.kernel_!r} kernel PCA ({model.solver_}) on {X.shape[0]} x "
             f"{X.shape[1]}: {model.n_components_} components explaining "
             f"{model.explained_variance_ratio_.sum():.1%} of the variance, in {elapsed:.1f} s; "
@@ -399,20 +448,20 @@ def _fit(args: argparse.Namespace) -> str:
 
 
 def _select(args: argparse.Namespace) -> str:
-    from dkpca.io import check_destination
+    from dkpca._validation import validate_params
     from dkpca.selection import select_model
+    from dkpca.selection.select import _CONSTRAINTS, _check_grid
 
-    X, _ = _open_input(args)
     plot = args.plot
-    for option, destination in (("--plot", plot), ("--table", args.table)):
-        if destination is None:
-            continue
-        try:
-            check_destination(destination, overwrite=args.overwrite,
-                              storage_options=_storage(args, destination))
-        except FileExistsError:
-            raise UsageError(f"{option} {destination} exists; pass --overwrite to replace "
-                             "it") from None
+    _check_outputs(args, {"--plot": plot, "--table": args.table})
+    # select_model's own first checks, made before the cluster starts
+    params = {"method": args.method, "n_components": args.n_components,
+              "n_draws": args.n_draws, "percentile": args.percentile,
+              "n_train": args.n_train, "icf_tol": args.icf_tol}
+    validate_params(params, {name: _CONSTRAINTS[name] for name in params}, "select_model")
+    if args.sigma2_grid is not None:
+        _check_grid(args.sigma2_grid)
+    X, _ = _open_input(args)
     started = time.perf_counter()
     with _cluster(_client_options(args)):
         logger.info("selecting the model for %s (%d x %d) by %s", args.input, *X.shape,
@@ -437,15 +486,28 @@ def _select(args: argparse.Namespace) -> str:
     if not args.quiet:
         _print_selection(result)
     next_step = ("" if result.sigma2 is None or not result.n_components else
-                 f"; next: dkpca fit {args.input} --sigma2 {result.sigma2:.6g} "
-                 f"--n-components {result.n_components} --out MODEL")
+                 f"; next: {_next_fit(args, result)}")
     return f"{result} in {elapsed:.1f} s; figure: {plot}{next_step}"
+
+
+def _next_fit(args: argparse.Namespace, result: Any) -> str:
+    """Return the ``dkpca fit`` command, quoted, that fits what ``select`` chose on its input."""
+    import shlex
+
+    argv = ["dkpca", "fit", str(args.input)]
+    for option, value in (("--component", args.component), ("--sample-dim", args.sample_dim),
+                          ("--storage-options", args.storage_options)):
+        if value is not None:
+            argv += [option, json.dumps(value) if isinstance(value, dict) else str(value)]
+    argv += ["--sigma2", f"{result.sigma2:.6g}", "--n-components", str(result.n_components)]
+    return shlex.join(argv) + " --out MODEL.zarr"
 
 
 def _fields(args: argparse.Namespace) -> str:
     from dkpca import _cli_fields
 
-    return _cli_fields.run(args, lambda: _cluster(_client_options(args)), _kernel_pca)
+    return _cli_fields.run(args, lambda: _cluster(_client_options(args)), _kernel_pca,
+                           _check_outputs)
 
 
 def _print_selection(result: Any) -> None:
@@ -460,11 +522,9 @@ def _print_selection(result: Any) -> None:
             print(f"{sigma2:10.4g}  {count:10d}  {info:11.4g}{mark}")
 
 
-def _print_eigenvalues(model: Any) -> None:
+def _print_eigenvalues(eigenvalues: Any, ratios: Any) -> None:
     print("component  eigenvalue  variance")
-    for i, (value, ratio) in enumerate(
-        zip(model.eigenvalues_, model.explained_variance_ratio_, strict=True), start=1
-    ):
+    for i, (value, ratio) in enumerate(zip(eigenvalues, ratios, strict=True), start=1):
         print(f"{i:9d}  {value:10.4g}  {ratio:8.2%}")
 
 
@@ -488,19 +548,19 @@ def _sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) ->
 def _write_rows(
     args: argparse.Namespace, model: Any, array: Any, name: str, rows: Any, column_dim: str,
     attributes: dict[str, Any], extra: dict[str, tuple[Any, tuple[str, ...]]],
-) -> float:
+    along: Any = None,
+) -> tuple[float, Any]:
     """Write the lazy ``rows`` of a model applied to the input as a Zarr group, atomically.
 
     The group holds ``name`` (sample × ``column_dim``), the ``extra`` arrays and the input's
     sample coordinate (when its group has one), so xarray opens it as a Dataset. Returns the
-    seconds taken.
+    seconds taken, and ``along`` (a lazy value that shares the rows' tasks) computed with them.
     """
     from dkpca.blocked import compute
-    from dkpca.io import atomic_group, check_destination, store_array
+    from dkpca.io import atomic_group, store_array
     from dkpca.io._input import _dimension_names
     from dkpca.xarray import describe_model as _description
 
-    check_destination(args.out, overwrite=args.overwrite, storage_options=_storage(args, args.out))
     names = _dimension_names(array)
     sample_dim = args.sample_dim or (names[0] if names else "sample")
     options = _client_options(args)
@@ -519,42 +579,62 @@ def _write_rows(
         if coordinate is not None:
             store_array(group, sample_dim, coordinate[...], dimension_names=(sample_dim,),
                         attributes=dict(coordinate.attrs))
-        compute(pending)
-    return time.perf_counter() - started
+        if along is None:
+            compute(pending)
+        else:
+            _, along = compute(pending, along)
+    return time.perf_counter() - started, along
+
+
+def _load_array_model(args: argparse.Namespace) -> Any:
+    """Load ``args.model``, refusing a model of fields, which needs its grid, not an array."""
+    from dkpca.persistence import load
+    from dkpca.xarray import FieldModel
+
+    model = load(args.model, storage_options=_storage(args, args.model))
+    if isinstance(model, FieldModel):
+        raise UsageError(
+            f"{args.model} holds a FieldModel (from dkpca fields), which applies to gridded "
+            f"fields, not to a Zarr array: open the fields with xarray and use "
+            f"dkpca.load({str(args.model)!r}).transform(...) in Python")
+    return model
 
 
 def _transform(args: argparse.Namespace) -> str:
     import numpy as np
 
-    from dkpca.persistence import load
-
-    model = load(args.model, storage_options=_storage(args, args.model))
+    _check_outputs(args, {"--out": args.out})
+    model = _load_array_model(args)
     X, array = _open_input(args)
     scores = model.transform(X)  # lazy: a feature mismatch is reported here, before any work
     eigenvalues = np.asarray(
         getattr(model, "eigenvalues_", getattr(model, "explained_variance_", None)))
     extra = {"eigenvalues": (eigenvalues, ("component",)),
              "component": (np.arange(1, len(eigenvalues) + 1), ("component",))}
-    elapsed = _write_rows(args, model, array, "scores", scores, "component",
-                          {"eigenvalues": [float(v) for v in eigenvalues]}, extra)
+    elapsed, _ = _write_rows(args, model, array, "scores", scores, "component",
+                             {"eigenvalues": [float(v) for v in eigenvalues]}, extra)
     return (f"projected {X.shape[0]} x {X.shape[1]} on {len(eigenvalues)} components in "
             f"{elapsed:.1f} s; scores: {args.out}")
 
 
 def _denoise(args: argparse.Namespace) -> str:
-    from dkpca.persistence import load
+    from dkpca.preimage import unconverged_message
 
-    model = load(args.model, storage_options=_storage(args, args.model))
+    _check_outputs(args, {"--out": args.out})
+    model = _load_array_model(args)
     if not hasattr(model, "denoise"):
         raise UsageError(f"{args.model} holds a {type(model).__name__}, which cannot denoise; "
                          f"fit a KernelPCA")
     X, array = _open_input(args)
-    denoised = model.denoise(X)  # lazy; a mismatch or an impossible pre-image is reported here
+    # lazy; a mismatch or an impossible pre-image is reported here
+    denoised, missed = model._denoise_counted(X)
     method = model._preimage_method()
-    elapsed = _write_rows(args, model, array, "X", denoised, "feature",
-                          {"preimage": method}, {})
+    elapsed, missed = _write_rows(args, model, array, "X", denoised, "feature",
+                                  {"preimage": method}, {}, along=missed)
+    unconverged = unconverged_message(int(missed or 0), X.shape[0], model.preimage_max_iter)
     return (f"denoised {X.shape[0]} x {X.shape[1]} with {model.n_components_} components "
-            f"({method} pre-images) in {elapsed:.1f} s; output: {args.out}")
+            f"({method} pre-images) in {elapsed:.1f} s"
+            f"{'; ' + unconverged if unconverged else ''}; output: {args.out}")
 
 
 def _info(args: argparse.Namespace) -> str:
@@ -567,17 +647,46 @@ def _info(args: argparse.Namespace) -> str:
     location = Location(args.model, _storage(args, args.model))
     meta = zarr.open_group(store=location.store, mode="r", **location.open_options).attrs["dkpca"]
     print(f"model:      {args.model}")
-    print(f"written by: dkpca {meta['dkpca_version']} (model format {meta['format_version']})")
+    print(f"written by: dkpca {meta.get('dkpca_version', '?')} (model format "
+          f"{meta.get('format_version', '?')})")
     print(f"estimator:  {model!r}")
-    n_samples = getattr(getattr(model, "basis_", None), "n_samples", None)
-    n_samples = getattr(model, "n_samples_", n_samples)
-    print(f"trained on: {n_samples} samples x {model.n_features_in_} features")
-    if hasattr(model, "kernel_"):
-        print(f"kernel:     {model.kernel_!r}, solver {model.solver_} ({model.n_iter_} passes)")
-    if hasattr(model, "eigenvalues_"):
-        _print_eigenvalues(model)
-    return (f"{type(model).__name__} with {model.n_components_} components "
-            f"({model.explained_variance_ratio_.sum():.1%} of the variance)")
+    layout = getattr(model, "layout_", None)  # a FieldModel: its estimator sees the grid
+    if layout is not None:
+        names = [str(v.name if v.name is not None else v.template.name)
+                 for v in layout.variables
+                 if v.name is not None or v.template.name is not None]
+        print(f"fields:     {', '.join(names) or 'one field'}, samples along "
+              f"{', '.join(layout.sample_dims)}; {int(layout.kept.sum())} grid points with data")
+    n_samples = _fitted(model, "n_samples_", getattr(_fitted(model, "basis_"), "n_samples", None))
+    print(f"trained on: {_or_unknown(n_samples)} samples x "
+          f"{_or_unknown(_fitted(model, 'n_features_in_'))} features")
+    kernel = _fitted(model, "kernel_")
+    if kernel is not None:
+        print(f"kernel:     {kernel!r}, solver {_fitted(model, 'solver_')} "
+              f"({_or_unknown(_fitted(model, 'n_iter_'))} passes)")
+    eigenvalues = _fitted(model, "eigenvalues_")
+    ratios = _fitted(model, "explained_variance_ratio_")
+    if eigenvalues is not None and ratios is not None:
+        _print_eigenvalues(eigenvalues, ratios)
+    n_components = _fitted(model, "n_components_")
+    share = f" ({ratios.sum():.1%} of the variance)" if ratios is not None else ""
+    return f"{type(model).__name__} with {_or_unknown(n_components)} components{share}"
+
+
+def _fitted(model: Any, name: str, default: Any = None) -> Any:
+    """Return a fitted attribute of ``model``, else of the estimator it wraps, else ``default``.
+
+    A FieldModel wraps its estimator; ``info`` describes whatever a saved model holds.
+    """
+    for owner in (model, getattr(model, "model_", None)):
+        value = getattr(owner, name, None) if owner is not None else None
+        if value is not None:
+            return value
+    return default
+
+
+def _or_unknown(value: Any) -> str:
+    return "unknown" if value is None else str(value)
 
 
 def _run(args: argparse.Namespace) -> str:
@@ -590,7 +699,7 @@ def _run(args: argparse.Namespace) -> str:
 
         model, summary = run_demo(args, _client_options(args))
         print("eigenvalues of the centred kernel matrix:")
-        _print_eigenvalues(model)
+        _print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)
         return summary
     reporting = progress_bar(sys.stderr, phase=args.command, interval=args.progress_interval)
     with reporting if not args.quiet else contextlib.nullcontext():

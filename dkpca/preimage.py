@@ -9,7 +9,9 @@ scores ``β`` as ``P φ(x) = Σ_i γ_i φ(b_i)`` over the basis points ``b_i``, 
   (the noisy point itself when denoising), vectorised over a block of points, blockwise over
   dask chunks. A vanishing denominator restarts the point once from the linear pre-image
   ``Σ γ_i b_i / Σ γ_i``; points still failing, or not converged after ``max_iter``, are kept at
-  their last iterate and reported.
+  their last iterate, and counted once for the whole computation: a warning when the result is
+  computed here (in-memory input), the summary line of ``dkpca denoise``; lazy results leave
+  the count to ``_denoise_counted``.
 - :class:`LearnedPreimage` (any kernel; Bakır et al. 2004, scikit-learn's
   ``fit_inverse_transform``): kernel ridge regression from training scores to training points,
   ``x(β) = k(β, T) (K_T + α I)⁻¹ X``, evaluated blockwise.
@@ -164,31 +166,59 @@ def _rbf(kernel: Kernel) -> RBF:
 
 def _fixed_point_task(basis, scores, start, tol, max_iter, dtype):
     result = fixed_point_preimage(basis, scores, start, tol=tol, max_iter=max_iter)
-    missed = int((~result.converged).sum())
-    if missed:
-        logger.warning("fixed-point pre-image: %d of %d points did not converge in %d "
-                       "iterations; they keep their last iterate", missed,
-                       result.converged.size, max_iter)
-    return result.points.astype(dtype, copy=False)
+    return result.points.astype(dtype, copy=False), int((~result.converged).sum())
 
 
 def fixed_point_blocks(
     basis: Any, scores: da.Array, start: da.Array | None, *, tol: float, max_iter: int,
     dtype: np.dtype,
-) -> da.Array:
-    """:func:`fixed_point_preimage` lazily, one task per row chunk of ``scores``."""
+) -> tuple[da.Array, da.Array]:
+    """:func:`fixed_point_preimage` lazily, one task per row chunk of ``scores``.
+
+    Returns the pre-images and the number of points that did not converge (a lazy scalar);
+    computed together, the pre-images are computed once.
+    """
     shared = dask.delayed(basis, pure=True)
     score_blocks = scores.rechunk({1: -1}).to_delayed().ravel()
     start_blocks = (start.rechunk({0: scores.chunks[0], 1: -1}).to_delayed().ravel()
                     if start is not None else [None] * len(score_blocks))
     d = basis.basis.shape[1]
-    parts = [
-        da.from_delayed(dask.delayed(_fixed_point_task, pure=True)(shared, s, x, tol, max_iter,
-                                                                    dtype),
-                        shape=(rows, d), dtype=dtype)
-        for s, x, rows in zip(score_blocks, start_blocks, scores.chunks[0], strict=True)
-    ]
-    return da.concatenate(parts, axis=0)
+    tasks = [dask.delayed(_fixed_point_task, pure=True)(shared, s, x, tol, max_iter, dtype)
+             for s, x in zip(score_blocks, start_blocks, strict=True)]
+    # named functions, not task[0]: dask's array optimisation would take a getitem for a slice
+    points = da.concatenate([
+        da.from_delayed(dask.delayed(_points, pure=True)(task), shape=(rows, d), dtype=dtype)
+        for task, rows in zip(tasks, scores.chunks[0], strict=True)
+    ], axis=0)
+    missed = da.concatenate([da.from_delayed(dask.delayed(_missed, pure=True)(task), shape=(1,),
+                                             dtype=np.int64) for task in tasks])
+    return points, missed.sum()
+
+
+def _points(result: tuple[np.ndarray, int]) -> np.ndarray:
+    return result[0]
+
+
+def _missed(result: tuple[np.ndarray, int]) -> np.ndarray:
+    return np.array([result[1]], dtype=np.int64)
+
+
+def unconverged_message(missed: int, total: int, max_iter: int) -> str | None:
+    """Say, once for a whole computation, how many fixed-point pre-images did not converge.
+
+    ``None`` when all converged.
+
+    Examples
+    --------
+    >>> unconverged_message(0, 100, 300) is None
+    True
+    >>> unconverged_message(3, 100, 300)
+    '3 of 100 pre-images did not converge in 300 iterations (they keep their last iterate)'
+    """
+    if not missed:
+        return None
+    return (f"{missed} of {total} pre-images did not converge in {max_iter} iterations "
+            f"(they keep their last iterate)")
 
 
 class LearnedPreimage:
@@ -305,14 +335,47 @@ class PreimageMixin:
             self.basis_.mean_weights()  # fails early for a model saved without them
         return method
 
-    def _preimages(self, scores: da.Array, start: da.Array | None, dtype: np.dtype) -> da.Array:
+    def _preimages(
+        self, scores: da.Array, start: da.Array | None, dtype: np.dtype
+    ) -> tuple[da.Array, da.Array | None]:
+        """Lazy pre-images, and the lazy count of those that did not converge (fixed point)."""
         if self._preimage_method() == "learned":
             learned = LearnedPreimage(self.kernel_, self.alpha)
             learned.dual_coef_, learned.scores_ = self.dual_coef_, self.X_transformed_fit_
-            return learned.predict(scores).astype(dtype, copy=False)
+            return learned.predict(scores).astype(dtype, copy=False), None
         basis = self.basis_.in_memory()
         return fixed_point_blocks(basis, scores, start, tol=self.preimage_tol,
                                   max_iter=self.preimage_max_iter, dtype=dtype)
+
+    def _like_input(self, preimages: da.Array, missed: da.Array | None, original: Any) -> Any:
+        """Compute the pre-images for in-memory input, reporting non-convergence once.
+
+        Lazy pre-images leave the count to whoever computes them: :meth:`_denoise_counted`.
+        """
+        from dkpca._estimator import like_input
+        from dkpca.io import is_lazy
+
+        if is_lazy(original) or missed is None:
+            return like_input(preimages, original)
+        points, n_missed = compute(preimages, missed)
+        message = unconverged_message(int(n_missed), points.shape[0], self.preimage_max_iter)
+        if message:
+            logger.warning("%s: %s", type(self).__name__, message)
+        return points
+
+    def _denoise_counted(self, X: Any) -> tuple[da.Array, da.Array | None]:
+        """Return the lazy :meth:`denoise` of ``X``, and its lazy count of unconverged points.
+
+        The count (``None`` for learned pre-images) is computed with the pre-images, and
+        reported once by whoever computes them.
+        """
+        from dkpca._estimator import check_features
+        from dkpca.io import as_dask
+
+        self._preimage_method()
+        Xd = as_dask(X, accept_sparse=True)
+        check_features(Xd, self.n_features_in_, type(self).__name__)
+        return self._preimages(self.basis_.transform(Xd), Xd, Xd.dtype)
 
     def inverse_transform(self, Z: Any) -> np.ndarray | da.Array:
         """Map scores back to the input space (pre-images).
@@ -329,7 +392,6 @@ class PreimageMixin:
         -------
         X : (n_samples, n_features_in) array
         """
-        from dkpca._estimator import like_input
         from dkpca.io import as_dask
 
         method = self._preimage_method()
@@ -338,7 +400,7 @@ class PreimageMixin:
             raise ValueError(f"Z has {Zd.shape[1]} columns, but {type(self).__name__} has "
                              f"{self.n_components_} components.")
         logger.info("%s: %s pre-images of %d points", type(self).__name__, method, Zd.shape[0])
-        return like_input(self._preimages(Zd, None, Zd.dtype), Z)
+        return self._like_input(*self._preimages(Zd, None, Zd.dtype), Z)
 
     def denoise(self, X: Any) -> np.ndarray | da.Array:
         """Project ``X`` on the components and map it back: ``inverse_transform(transform(X))``.
@@ -365,11 +427,4 @@ class PreimageMixin:
         >>> bool(after < before)
         True
         """
-        from dkpca._estimator import check_features, like_input
-        from dkpca.io import as_dask
-
-        self._preimage_method()
-        Xd = as_dask(X, accept_sparse=True)
-        check_features(Xd, self.n_features_in_, type(self).__name__)
-        scores = self.basis_.transform(Xd)
-        return like_input(self._preimages(scores, Xd, Xd.dtype), X)
+        return self._like_input(*self._denoise_counted(X), X)

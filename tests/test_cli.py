@@ -1,5 +1,6 @@
 """The ``dkpca`` command: fit -> transform -> info on Zarr, the demo, and user errors."""
 
+import re
 import subprocess
 import sys
 
@@ -146,7 +147,7 @@ BAD = {
                                                  "--out", "{tmp}/d.zarr"],
                                                 "needs fit_inverse_transform=True"),
     "select: existing plot": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
-                               "{tmp}/wide.zarr"], "exists; pass --overwrite"),
+                               "{tmp}/wide.zarr"], "--plot: "),
     "select: bad validation": (["select", "{tmp}/data.zarr", "--component", "X",
                                 "--validation", "5000", "--plot", "{tmp}/p.png"],
                                "validation=5000 asks for more than"),
@@ -250,7 +251,7 @@ def test_select_writes_figure_and_table_to_urls(tmp_path, capsys):
         "selection.png", "table.zarr"]  # no temporary left
     capsys.readouterr()
     assert main(argv) == 2
-    assert f"--plot {folder}/selection.png exists" in capsys.readouterr().err
+    assert f"--plot: {folder}/selection.png already exists" in capsys.readouterr().err
 
 
 @pytest.mark.distributed
@@ -305,3 +306,141 @@ def test_make_rings():
     np.testing.assert_array_equal(again, make_rings(301, n_rings=3, noise=0.1, random_state=0)[0])
     with pytest.raises(ValueError, match="n_samples >= n_rings"):
         make_rings(2, n_rings=3)
+
+
+EARLY = {
+    "gamma with sigma2": (["fit", "{tmp}/data.zarr", "--component", "X", "--out", "{tmp}/m.zarr",
+                           "--gamma", "0.1", "--sigma2", "2"], "give gamma or sigma2, not both"),
+    "sigma2 with poly": (["fit", "{tmp}/data.zarr", "--component", "X", "--out", "{tmp}/m.zarr",
+                          "--kernel", "poly", "--sigma2", "2"], "sigma2 applies to the rbf"),
+    "fit: unwritable out": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
+                             "/proc/m.zarr"], "--out: cannot write /proc/m.zarr"),
+    "transform: unwritable out": (["transform", "{tmp}/model.zarr", "{tmp}/data.zarr",
+                                   "--component", "X", "--out", "/proc/s.zarr"], "--out: "),
+    "denoise: unwritable out": (["denoise", "{tmp}/model.zarr", "{tmp}/data.zarr",
+                                 "--component", "X", "--out", "/proc/d.zarr"], "--out: "),
+    "select: unwritable table": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                                  "{tmp}/p.png", "--table", "/proc/t.zarr"], "--table: "),
+    "select: unwritable plot": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                                 "/proc/p.png"], "--plot: "),
+    "select: bad percentile": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                                "{tmp}/p.png", "--percentile", "120"], "invalid percentile=120"),
+    "select: bad grid": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                          "{tmp}/p.png", "--sigma2-grid", "inf"], "positive finite values"),
+    "fields: unwritable model": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/r.zarr",
+                                  "--save-model", "/proc/f.zarr"], "--save-model: "),
+    "fields: gamma with sigma2": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/r.zarr",
+                                   "--method", "kpca", "--gamma", "1", "--sigma2", "1"],
+                                  "give gamma or sigma2, not both"),
+    "fields: bad PCA parameter": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/r.zarr",
+                                   "--min-relative-eigenvalue", "2"],
+                                  "invalid min_relative_eigenvalue=2.0"),
+    "fields on an array": (["fields", "{tmp}/wide.zarr", "--out", "{tmp}/r.zarr"],
+                           ("wide.zarr is a Zarr array; dkpca fields needs a group written by "
+                            "xarray")),
+    "transform with a FieldModel": (["transform", "{tmp}/field.zarr", "{tmp}/data.zarr",
+                                     "--component", "X", "--out", "{tmp}/s.zarr"],
+                                    "holds a FieldModel (from dkpca fields)"),
+}
+
+
+@pytest.mark.parametrize("case", EARLY)
+def test_user_errors_are_found_before_the_cluster_starts(case, saved_model, tmp_path, capsys,
+                                                         monkeypatch):
+    import dkpca.cluster
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("the cluster started before the error was found")
+
+    monkeypatch.setattr(dkpca.cluster, "connect", no_cluster)
+    field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+                         dims=("time", "lat", "lon"))
+    dkpca.save(dkpca.xarray.FieldModel(dkpca.PCA(2), "time").fit(field), tmp_path / "field.zarr")
+    argv, message = EARLY[case]
+    before = _snapshot(tmp_path)
+    status = main([arg.format(tmp=tmp_path) for arg in argv] + ["--quiet"])
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("dkpca: error: "), captured.err
+    assert message in lines[0]
+    assert _snapshot(tmp_path) == before
+
+
+def test_bad_memory_limit_names_the_option(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "x.zarr", "--out", "m.zarr", "--memory-limit", "bogus"])
+    assert exit_.value.code == 2
+    assert "argument --memory-limit: must be auto or a size" in capsys.readouterr().err
+
+
+def test_fit_offers_every_registered_kernel(capsys):
+    from dkpca.kernels._base import _REGISTRY, SumKernel
+
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    usage = capsys.readouterr().out
+    kernels = {name for name in _REGISTRY if name != SumKernel.name}  # a sum needs its parts
+    assert len(kernels) >= 9
+    for name in kernels:
+        assert name in usage
+
+
+@pytest.mark.distributed
+def test_the_next_command_select_prints_runs(tmp_path, capsys):
+    import shlex
+
+    from dkpca.datasets import make_semicircles
+
+    X, _, _ = make_semicircles(200, random_state=0)
+    folder = tmp_path / "two arrays"  # a space, quoted in the printed command
+    group = zarr.open_group(folder / "data.zarr", mode="w")
+    group.create_array("X", data=X, chunks=(100, 2), dimension_names=("time", "feature"))
+    group.create_array("noise", data=np.ones((200, 3)), dimension_names=("time", "feature"))
+    assert main(["select", str(folder / "data.zarr"), "--component", "X", "--sample-dim", "time",
+                 "--storage-options", "{}", "--n-draws", "5", "--n-train", "80",
+                 "--random-state", "0", "--plot", str(tmp_path / "p.png"), "--quiet",
+                 *CLUSTER]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    command = summary.partition("; next: ")[2]
+    assert command.startswith("dkpca fit ") and "--component X" in command
+    argv = shlex.split(command.replace("MODEL.zarr", shlex.quote(str(tmp_path / "m.zarr"))))
+    assert main([*argv[1:], "--quiet", *CLUSTER]) == 0
+    assert dkpca.load(tmp_path / "m.zarr").n_features_in_ == 2
+
+
+@pytest.mark.parametrize("summaries", [True, False], ids=["attributes", "bare"])
+@pytest.mark.parametrize("estimator", ["PCA", "KernelPCA"])
+def test_info_describes_a_saved_field_model(estimator, summaries, tmp_path, capsys,
+                                            monkeypatch):
+    from dkpca.xarray import FieldModel
+
+    field = xr.DataArray(np.random.default_rng(0).normal(size=(30, 2, 3)),
+                         dims=("time", "lat", "lon"), coords={"lat": [0.0, 30.0]}, name="sst")
+    model = FieldModel(getattr(dkpca, estimator)(2), "time", weights="coslat").fit(field)
+    dkpca.save(model, tmp_path / "field.zarr")
+    if not summaries:  # a FieldModel without the estimator's summary attributes
+        for name in ("n_features_in_", "n_components_", "explained_variance_ratio_",
+                     "eigenvalues_", "kernel_", "solver_", "n_iter_", "n_samples_"):
+            monkeypatch.delattr(FieldModel, name, raising=False)
+    assert main(["info", str(tmp_path / "field.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "FieldModel" in out and "samples along time" in out
+    assert "trained on: 30 samples x 6 features" in out
+    assert out.strip().splitlines()[-1].startswith("FieldModel with 2 components")
+
+
+@pytest.mark.distributed
+def test_denoise_reports_unconverged_preimages_once_in_the_summary(tmp_path, capsys):
+    from dkpca.datasets import make_semicircles
+
+    X, _, _ = make_semicircles(300, random_state=0)
+    zarr.create_array(tmp_path / "semi.zarr", data=X, chunks=(50, 2))  # 6 chunks
+    dkpca.save(dkpca.KernelPCA(8, sigma2=2.0, preimage_max_iter=1).fit(X),
+               tmp_path / "model.zarr")
+    status = main(["denoise", str(tmp_path / "model.zarr"), str(tmp_path / "semi.zarr"),
+                   "--out", str(tmp_path / "d.zarr"), "--quiet", *CLUSTER])
+    captured = capsys.readouterr()
+    assert status == 0
+    summary = captured.out.strip().splitlines()[-1]
+    assert re.search(r"; \d+ of 300 pre-images did not converge in 1 iterations", summary)
+    assert "did not converge" not in captured.err

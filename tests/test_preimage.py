@@ -193,3 +193,21 @@ def test_a_landmark_model_from_format_1_refuses_preimages(semicircles, tmp_path)
     np.testing.assert_allclose(old.transform(X[:5]), kp.transform(X[:5]))
     with pytest.raises(ValueError, match="refit"):
         old.denoise(X[:5])
+
+
+def test_unconverged_preimages_are_counted_once_not_per_chunk(caplog):
+    import logging
+
+    import dask
+
+    X, _, _ = make_semicircles(300, random_state=0)
+    model = KernelPCA(8, kernel="rbf", sigma2=2.0, preimage_max_iter=1).fit(X)
+    denoised, missed = model._denoise_counted(da.from_array(X, chunks=50))  # 6 chunks
+    points, n_missed = dask.compute(denoised, missed)
+    assert points.shape == X.shape and 0 < n_missed <= 300
+    with caplog.at_level(logging.WARNING, logger="dkpca"):
+        again = model.denoise(X)
+    np.testing.assert_allclose(again, points)
+    warnings = [r.getMessage() for r in caplog.records if "did not converge" in r.getMessage()]
+    assert warnings == [(f"KernelPCA: {n_missed} of 300 pre-images did not converge in 1 "
+                         f"iterations (they keep their last iterate)")]

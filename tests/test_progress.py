@@ -102,3 +102,42 @@ def test_distributed_progress_counts_tasks_and_cancels_on_failure(client):
         compute(da.ones(10, chunks=5).map_blocks(fail, dtype=float))
     assert compute(da.ones(3).sum())[0] == 3  # the client keeps working afterwards
     np.testing.assert_equal(compute(da.arange(3))[0], np.arange(3))
+
+
+def test_step_numbers_run_on_past_silent_computations():
+    stream = io.StringIO()
+    with progress_bar(stream, minimum=0.3, phase="fit", interval=0.1):
+        compute(_slow_work(blocks=8, seconds=0.05), scheduler="sync")
+        compute(da.ones(4, chunks=2).sum(), scheduler="sync")  # too short to report
+        compute(_slow_work(blocks=8, seconds=0.05), scheduler="sync")
+    steps = {re.match(r"fit, step (\d+) ", line)[1] for line in stream.getvalue().splitlines()}
+    assert steps == {"1", "2"}, stream.getvalue()
+
+
+def _synthetic_run(n_cheap=600, n_slow=60, cheap=0.001, slow=1.0):
+    """``(elapsed, done)`` after each task of a run whose cheap tasks all finish first, as
+    denoise's chunk reads do before its fixed-point pre-images, and the true time left."""
+    costs = [cheap] * n_cheap + [slow] * n_slow
+    ends = np.cumsum(costs)
+    return [(0.0, 0)] + [(float(t), i + 1) for i, t in enumerate(ends)], float(ends[-1])
+
+
+@pytest.mark.parametrize("at", [0.3, 0.5, 0.8])
+def test_time_left_follows_the_recent_pace_not_the_cheap_start(at):
+    from dkpca._progress import progress_line, recent_rate
+
+    samples, finish = _synthetic_run()
+    now = at * finish
+    seen = [(t, d) for t, d in samples if t <= now]
+    elapsed, done = now, seen[-1][1]
+    truth = finish - now
+
+    def left(line):
+        minutes, seconds = re.search(r"about (?:(\d+)m )?([\d.]+)s left", line).groups()
+        return 60 * int(minutes or 0) + float(seconds)
+
+    average = left(progress_line("denoise", done, len(samples) - 1, elapsed))
+    recent = left(progress_line("denoise", done, len(samples) - 1, elapsed,
+                                recent_rate([*seen, (elapsed, done)])))
+    assert average < truth / 2  # what the task average since the start says: far too soon
+    assert abs(recent - truth) <= 0.1 * truth + 1.0
