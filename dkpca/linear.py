@@ -22,8 +22,10 @@ from ._estimator import (
     warn_if_no_variance,
 )
 from ._pca_components import complete_basis, select_count
+from ._pca_probabilistic import ProbabilisticMixin, minka_rank, noise_variance
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
+    InstanceOf,
     Interval,
     Options,
     check_is_fitted,
@@ -39,14 +41,20 @@ from .solvers import ComponentRule, fit_pca_sketch
 __all__ = ["PCA"]
 
 
-class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Linear principal component analysis on dask, for tall or wide data.
 
     Parameters
     ----------
-    n_components : int, float or None, default=None
-        An int keeps that many components, a float in (0, 1) the fewest explaining that
-        fraction of the variance, ``None`` all ``min(n_samples, n_features)``.
+    n_components : int, float, "mle" or None, default=None
+        An int keeps exactly that many components (directions without variance included, as
+        zero-variance components), a float in (0, 1) the fewest whose variance ratios sum to
+        *more than* that fraction (scikit-learn's rule), ``"mle"`` the rank that maximises
+        Minka's evidence (needs ``n_samples >= n_features`` and the whole spectrum), ``None``
+        all ``min(n_samples, n_features)``.
+    whiten : bool, default=False
+        Divide the scores by ``sqrt(explained_variance_)`` (unit variance on the training
+        data); :meth:`inverse_transform` multiplies them back.
     solver : {"auto", "covariance", "gram", "sketch"}, default="auto"
         ``"covariance"`` (the tutorial's Alg. 1): one pass accumulates the ``d × d`` covariance
         over row chunks. ``"gram"`` (Alg. 2, for ``n <= d``): one pass accumulates the
@@ -82,7 +90,10 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     explained_variance_ratio_ : ndarray (n_components,)
     singular_values_ : ndarray (n_components,)
     mean_ : ndarray (n_features,)
-    n_components, n_samples_, n_features_in_ : int
+    noise_variance_ : float
+        Probabilistic PCA's noise variance (Tipping and Bishop): the mean variance of the
+        directions not kept, zero when all ``min(n_samples, n_features)`` are.
+    n_components_, n_samples_, n_features_in_ : int
     solver_ : str
 
     See Also
@@ -92,6 +103,12 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     Notes
     -----
     Covariance: time ``O(n d²)``, memory ``d²``. Gram: time ``O(n² d)``, memory ``n²``.
+    Fitted attributes and outputs have the input's dtype (float32 stays float32); sums,
+    products and eigenproblems run in float64. The probabilistic model
+    (:meth:`get_covariance`, :meth:`get_precision`, :meth:`score_samples`, :meth:`score`)
+    follows scikit-learn's definitions, including its covariance of a whitened model; scoring
+    costs ``O(d k)`` per sample through the matrix inversion lemma, never a ``d × d``
+    matrix unless the model has no noise (see :mod:`dkpca._pca_probabilistic`).
     Covariance accumulates around the first sample (a shift that keeps the one-pass formula
     accurate when the mean is large compared with the spread; see :mod:`dkpca.moments`). A
     numpy array is read in place, never copied, by one thread per core; a dask array (or
@@ -108,7 +125,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "n_components": N_COMPONENTS,
+        "n_components": [*N_COMPONENTS, Options({"mle"})],
+        "whiten": [InstanceOf(bool, "a bool")],
         "solver": [Options({"auto", "covariance", "gram", "sketch"})],
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
         "block_size": SIZE,
@@ -119,6 +137,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self,
         n_components: float | None = None,
         *,
+        whiten: bool = False,
         solver: str = "auto",
         min_relative_eigenvalue: float | None = None,
         block_size: int | str = "128MiB",
@@ -129,6 +148,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         random_state: RandomStateLike = None,
     ):
         self.n_components = n_components
+        self.whiten = whiten
         self.solver = solver
         self.min_relative_eigenvalue = min_relative_eigenvalue
         self.block_size = block_size
@@ -169,6 +189,15 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # an integer count needs only that many eigenpairs; a fraction the whole spectrum
         k = None if count is None else count
         solver = self.solver if self.solver != "auto" else ("covariance" if n > d else "gram")
+        if self.n_components == "mle":
+            if n < d:
+                raise ValueError(
+                    f"PCA: n_components='mle' is only supported if n_samples >= n_features "
+                    f"(X has shape {(n, d)}); give an int or a variance fraction.")
+            if solver == "sketch":
+                raise ValueError(
+                    "PCA: n_components='mle' needs the whole spectrum, which solver='sketch' "
+                    "does not compute; use solver='covariance'.")
         if solver == "sketch":
             rule = ComponentRule(count=count)
             sketch = make_sketch(self, d, rule, "PCA")
@@ -197,10 +226,15 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         variances = np.zeros(limit)  # directions a solver did not return carry no variance
         found = min(limit, len(eigenvalues))
         variances[:found] = np.maximum(eigenvalues[:found], 0.0) / (n - 1)
-        m = select_count(variances, total, self.n_components, self.min_relative_eigenvalue)
+        if self.n_components == "mle":  # Minka's rule, then the threshold if any
+            m = select_count(variances, total, minka_rank(variances, n),
+                             self.min_relative_eigenvalue)
+        else:
+            m = select_count(variances, total, self.n_components, self.min_relative_eigenvalue)
         if isinstance(self.n_components, numbers.Integral) and self.min_relative_eigenvalue is None:
             m = int(self.n_components)  # exactly the width asked for, zero columns included
         vectors = complete_basis(vectors[:, :m], m)
+        noise = noise_variance(variances[:found], m, limit, total)
         variances = variances[:m]
         # Sums of squares minus the squared mean leave ~1e-16 of the scale where nothing varies;
         # the covariance solver's moments around a sample are exactly zero there.
@@ -213,6 +247,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ratio = variances / total if varies else np.zeros_like(variances)
         self.explained_variance_ratio_ = ratio.astype(dtype)
         self.singular_values_ = np.sqrt(variances * (n - 1)).astype(dtype)
+        self.noise_variance_ = dtype.type(noise)
         self.n_components_ = m
         self.n_samples_ = n
         self.n_features_in_ = d
@@ -275,22 +310,61 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def transform(self, X: ArrayLike) -> np.ndarray | da.Array:
         """Project ``X`` on the components: ``(X - mean_) @ components_.T``.
 
+        With ``whiten``, every score is divided by ``sqrt(explained_variance_)`` (at least
+        the dtype's machine epsilon), so the training scores have unit variance.
         Lazy for dask input, numpy otherwise.
+
+        Parameters
+        ----------
+        X : array-like, dask array or Zarr path, (n_samples, n_features)
+
+        Returns
+        -------
+        (n_samples, n_components_) array
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(0).normal(size=(50, 4)) * [4.0, 2.0, 1.0, 0.5]
+        >>> Z = PCA(2, whiten=True).fit(X).transform(X)
+        >>> np.round(Z.std(axis=0, ddof=1), 6)
+        array([1., 1.])
         """
         check_is_fitted(self, "components_")
         Xd = as_dask(X)
         check_features(Xd, self.n_features_in_, "PCA")
-        components = self.components_.astype(Xd.dtype, copy=False)
+        components = self._scaled_components(Xd.dtype, inverse=False)
         return like_input((Xd - self.mean_.astype(Xd.dtype)) @ components.T, X)
+
+    def _scaled_components(self, dtype: np.dtype, *, inverse: bool) -> np.ndarray:
+        """``components_`` in ``dtype``; with ``whiten``, rows scaled for transform
+        (``1 / sqrt(λ)``) or its inverse (``sqrt(λ)``)."""
+        components = self.components_.astype(dtype, copy=False)
+        if not self.whiten:
+            return components
+        scale = np.sqrt(self.explained_variance_.astype(dtype))
+        scale = np.maximum(scale, np.finfo(dtype).eps)
+        return components * (scale if inverse else 1 / scale)[:, None]
 
     def inverse_transform(self, Z: ArrayLike) -> np.ndarray | da.Array:
         """Map scores back to the input space: ``Z @ components_ + mean_`` (eq. 17).
+
+        With ``whiten``, the scores are first scaled back by ``sqrt(explained_variance_)``:
+        the exact inverse of :meth:`transform` on the span of the components.
+
+        Parameters
+        ----------
+        Z : array-like or dask array, (n_samples, n_components_)
+
+        Returns
+        -------
+        (n_samples, n_features) array
 
         Examples
         --------
         >>> import numpy as np
         >>> X = np.random.default_rng(0).normal(size=(20, 3))
-        >>> pca = PCA().fit(X)
+        >>> pca = PCA(whiten=True).fit(X)
         >>> bool(np.allclose(pca.inverse_transform(pca.transform(X)), X))
         True
         """
@@ -300,8 +374,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"Z has {Zd.shape[1]} columns, but PCA has {self.n_components_} components."
             )
-        return like_input(
-            Zd @ self.components_.astype(Zd.dtype) + self.mean_.astype(Zd.dtype), Z)
+        components = self._scaled_components(Zd.dtype, inverse=True)
+        return like_input(Zd @ components + self.mean_.astype(Zd.dtype), Z)
 
 
 def _check_finite_statistics(*statistics: np.ndarray) -> None:

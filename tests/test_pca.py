@@ -174,3 +174,80 @@ def test_fraction_tie_keeps_the_next_component():
     at_tie = full.explained_variance_ratio_.cumsum()[-2]
     assert PCA(float(at_tie)).fit(X).n_components_ == 6
     assert PCA(float(full.explained_variance_ratio_[0])).fit(X).n_components_ == 2
+
+
+# ------------------------------------------------------- probabilistic PCA (issue 32.3)
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+@pytest.mark.parametrize(("shape", "k"), [("tall", 5), ("tall", 20), ("wide", 7)])
+def test_probabilistic_model_matches_sklearn(shape, k, whiten):
+    X = DATA[shape][:, :400]
+    ref = SkPCA(k, whiten=whiten, svd_solver="full").fit(X)
+    pca = PCA(k, whiten=whiten).fit(X)
+    np.testing.assert_allclose(pca.noise_variance_, ref.noise_variance_, rtol=1e-8,
+                               atol=1e-12 * ref.explained_variance_[0])
+    scale = np.abs(ref.get_covariance()).max()
+    np.testing.assert_allclose(pca.get_covariance(), ref.get_covariance(), atol=1e-9 * scale)
+    if ref.noise_variance_ > 0:
+        np.testing.assert_allclose(pca.get_precision() @ pca.get_covariance(),
+                                   np.eye(X.shape[1]), atol=1e-8)
+        np.testing.assert_allclose(pca.score_samples(X[:20]), ref.score_samples(X[:20]),
+                                   rtol=1e-8)
+        assert pca.score(X) == pytest.approx(ref.score(X), rel=1e-8)
+    Z, Z_ref = pca.transform(X), ref.transform(X)
+    np.testing.assert_allclose(match_signs(Z, Z_ref), Z_ref, atol=1e-7 * np.abs(Z_ref).max())
+    np.testing.assert_allclose(pca.inverse_transform(Z), ref.inverse_transform(Z_ref),
+                               atol=1e-8 * np.abs(X).max())
+
+
+def test_whitened_scores_have_unit_variance_and_invert():
+    X = DATA["tall"]
+    pca = PCA(20, whiten=True).fit(X)
+    Z = pca.transform(X)
+    np.testing.assert_allclose(Z.std(axis=0, ddof=1), 1.0, rtol=1e-10)
+    np.testing.assert_allclose(pca.inverse_transform(Z), X, atol=1e-8 * np.abs(X).max())
+    lazy = pca.score_samples(da.from_array(X, chunks=(100, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), pca.score_samples(X), rtol=1e-12)
+
+
+def test_no_noise_model_scores_with_the_dense_precision():
+    X = DATA["tall"][:, :5]
+    pca, ref = PCA(5).fit(X), SkPCA(5, svd_solver="full").fit(X)
+    assert pca.noise_variance_ == 0
+    assert pca.score(X) == pytest.approx(ref.score(X), rel=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mle_matches_sklearn(seed):
+    rng = np.random.default_rng(seed)
+    signal = rng.normal(size=(400, 3)) @ rng.normal(size=(3, 12)) * 2
+    X = signal + 0.3 * rng.normal(size=(400, 12)) + 5.0
+    ref = SkPCA("mle", svd_solver="full").fit(X)
+    pca = PCA("mle").fit(X)
+    assert pca.n_components_ == ref.n_components_
+    assert pca.noise_variance_ == pytest.approx(ref.noise_variance_, rel=1e-9)
+
+
+def test_mle_needs_more_samples_than_features_and_the_whole_spectrum():
+    with pytest.raises(ValueError, match="n_samples >= n_features"):
+        PCA("mle").fit(DATA["wide"])
+    with pytest.raises(ValueError, match="whole spectrum"):
+        PCA("mle", solver="sketch").fit(DATA["tall"])
+
+
+@pytest.mark.parametrize("params", [{"n_components": 4, "whiten": True},
+                                    {"n_components": "mle"}])
+def test_probabilistic_model_survives_save_and_load(params, tmp_path):
+    import dkpca
+
+    X = DATA["tall"]
+    pca = PCA(**params).fit(X)
+    dkpca.save(pca, tmp_path / "model.zarr")
+    loaded = dkpca.load(tmp_path / "model.zarr")
+    assert loaded.whiten == pca.whiten and loaded.n_components_ == pca.n_components_
+    assert float(loaded.noise_variance_) == float(pca.noise_variance_)
+    np.testing.assert_array_equal(loaded.transform(X[:5]), pca.transform(X[:5]))
+    np.testing.assert_array_equal(loaded.get_precision(), pca.get_precision())
+    assert loaded.score(X) == pca.score(X)
