@@ -20,7 +20,6 @@ oversubscribing the cores; dense work outside tiles keeps all BLAS threads.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -35,7 +34,7 @@ import scipy.sparse
 
 from . import _progress
 from .kernels import Kernel
-from .linalg import blas_controller
+from .linalg import single_threaded_blas
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -84,18 +83,6 @@ def tile_rows(itemsize: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
     5792
     """
     return max(16, math.isqrt(worker_block_bytes(block_bytes) // itemsize))
-
-
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """Limit BLAS to one thread while dask's own threads run tile tasks.
-
-    Maintenance note: BLAS thread counts are process-wide, so the limit is set once around a
-    whole ``dask.compute`` from the calling thread, never inside tasks (entering and leaving
-    limits from several worker threads races and can leave BLAS single-threaded for good).
-    """
-    with blas_controller().limit(limits=1, user_api="blas"):
-        yield
 
 
 def compute(*args, **kwargs):

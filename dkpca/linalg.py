@@ -7,10 +7,12 @@ that product.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,7 @@ __all__ = [
     "block_krylov_eigh",
     "crossproduct",
     "flip_signs",
+    "single_threaded_blas",
     "top_eigh",
 ]
 
@@ -66,6 +69,43 @@ def blas_controller() -> ThreadpoolController:
 @functools.lru_cache(maxsize=1)
 def _controller_for(module_count: int) -> ThreadpoolController:
     return ThreadpoolController()
+
+
+_limit_lock = threading.Lock()
+_limit_depth = 0
+_limiter: object | None = None
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Hold BLAS to one thread while the block runs, from any number of threads at once.
+
+    BLAS thread counts are process-wide. Parallel tasks that each call BLAS must run it on one
+    thread (their own parallelism supplies the cores; more BLAS threads oversubscribe them),
+    and such blocks overlap: tasks on several dask threads, several workers of an in-process
+    cluster. Plain nested ``threadpool_limits`` from several threads race (one restores the
+    count while another still needs one thread, or leaves BLAS at one thread for good), so the
+    limit is counted: the first block entered sets it, the last one left restores it.
+
+    Examples
+    --------
+    >>> with single_threaded_blas():
+    ...     blas_single_threaded()
+    True
+    """
+    global _limit_depth, _limiter
+    with _limit_lock:
+        if _limit_depth == 0:
+            _limiter = blas_controller().limit(limits=1, user_api="blas")
+        _limit_depth += 1
+    try:
+        yield
+    finally:
+        with _limit_lock:
+            _limit_depth -= 1
+            if _limit_depth == 0:
+                _limiter.restore_original_limits()
+                _limiter = None
 
 
 def blas_single_threaded() -> bool:

@@ -1,55 +1,45 @@
-"""The training kernel's upper tiles as dask tasks, kept where they were computed.
+"""The training kernel's upper tiles, held where they were computed, multiplied in place.
 
 Kernel PCA's iterative solver needs ``K V`` for the symmetric training kernel ``K = K(X, X)``
-many times. The matrix is cut into square tiles (see :func:`dkpca.blocked.tile_rows`) and only
-the tiles on and above the diagonal are evaluated: tile ``(i, j)`` serves both ``K_ij V_j`` and
-``K_ijᵀ V_i``. Two ways to run the product:
+many times. The matrix is cut into square tiles (:func:`balanced_tile_rows`) and only the tiles
+on and above the diagonal are used: tile ``(i, j)`` serves both ``K_ij V_j`` and ``K_ijᵀ V_i``.
+The tiles are dealt to *holders* (each worker of a ``distributed`` cluster, or this process
+under the local schedulers), see :mod:`dkpca._tile_holders`: a product is one task per holder,
+which multiplies all of its tiles with all of its threads and returns one partial. Two modes:
 
-* **cached** (:func:`cache_kernel_tiles`): the tiles are evaluated once and *persisted* where
-  they were computed, on the workers of a ``distributed`` cluster or in local memory under the
-  threaded scheduler (the same code path). Every product is a set of tasks next to the tiles:
-  each block of ``V`` is one key (sent once per pass), each tile task returns two
-  ``t × b`` partial products, and the partial products of a row block are summed in a tree.
-  The client only ever holds ``n × b`` arrays. A lost worker loses its tiles; dask recomputes
-  them from their graph when the next product needs them.
-* **streamed** (:func:`symmetric_kernel_product`): the same tasks evaluate their tile, multiply
-  and drop it, for kernels larger than the memory available.
+* **cached** (:func:`cache_kernel_tiles`): each holder evaluates its tiles once and keeps them;
+  the client only ever holds ``n × b`` arrays;
+* **streamed** (:func:`symmetric_kernel_product`): each holder keeps the data rows of its tiles
+  and evaluates every tile again at every product, for kernels larger than the memory available.
 
-**Store in float32, accumulate in float64.** A tile is stored as ``K_ij - s_ij`` for its own
-mean ``s_ij``, evaluated relative to a constant where the kernel allows (RBF: ``exp(z) - 1``
-for a tile whose entries are mostly near 1, ``exp(z)`` for one mostly near 0, see
-:meth:`~dkpca.kernels.Kernel.pairwise_offset`), so rounding to float32 keeps the digits
-that matter even when the raw kernel is nearly constant (a small RBF ``gamma`` puts every entry
-near 1 and the top uncentred eigenvalue near ``n``). The shift comes back exactly as a rank-one
-term, ``K_ij V_j = (K_ij - s_ij) V_j + s_ij 1 (1ᵀ V_j)``, added in float64; partial products are
-converted to float64 before they are summed. Translation-invariant kernels (RBF) are also
-*evaluated* with a float32 GEMM when tiles are stored in float32: both blocks are first moved by
-the same vector (the first block's mean), which leaves the kernel unchanged and removes the
-cancellation a large offset would cause in ``||x||² - 2<x, y> + ||y||²``.
+Tiles are stored in float32 where that keeps the eigenvalues accurate, shifted by their own mean
+first, and products are accumulated in float64 (:mod:`dkpca._tile_values`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 import psutil
-import scipy.sparse
 
-from .blocked import (
-    compute,
-    persist,
-    scheduler_threads,
-    tile_blocks,
-    tile_rows,
-    tree_sum,
-    upper_pairs,
+from ._tile_holders import (
+    MAX_RECOVERIES,
+    Holder,
+    active_client,
+    build_state,
+    deal_tiles,
+    holders,
+    state_product,
+    state_summary,
+    two_sum_into,
 )
+from ._tile_values import StoredTile, evaluate_tile
+from .blocked import compute, scheduler_threads, tile_blocks, tile_rows, upper_pairs
 from .kernels import Kernel
 
 __all__ = [
@@ -66,191 +56,12 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Rows of a streamed tile whose mean serves as its shift.
-_SHIFT_SAMPLE_ROWS = 64
-
 #: Accepted values of ``cache_dtype``.
 CACHE_DTYPES = ("auto", "float32", "float64")
 
 #: Share of a worker's memory limit that cached tiles may fill, less what the worker already
 #: uses: distributed starts spilling to disk at 60 % and pauses at 80 %.
 WORKER_CACHE_SHARE = 0.5
-
-
-def evaluate_tile(
-    kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray, dtype: np.dtype
-) -> tuple[np.ndarray, float]:
-    """Return ``K(Xi, Xj) - c`` and ``c`` (see :meth:`Kernel.pairwise_offset`).
-
-    With ``dtype`` float32 and a translation-invariant kernel, a float32 GEMM is safe: both
-    blocks are moved by ``Xi``'s mean first, so the distance expansion sees small norms
-    whatever the data's offset. Other kernels are evaluated in the data's precision.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dkpca.kernels import RBF
-    >>> X = np.random.default_rng(0).normal(size=(5, 3)) + 1e4  # a large offset
-    >>> K32, c = evaluate_tile(RBF(gamma=0.5), X, X, np.dtype(np.float32))
-    >>> K32.dtype, bool(np.allclose(K32 + c, RBF(gamma=0.5).pairwise(X), atol=1e-6))
-    (dtype('float32'), True)
-    """
-    # Sparse blocks stay sparse (moving them would densify them); sparse data sit near 0.
-    if (np.dtype(dtype) == np.float32 and kernel.translation_invariant
-            and not scipy.sparse.issparse(Xi)):
-        center = Xi.mean(axis=0, dtype=np.float64)
-        Xi = (Xi - center).astype(np.float32)
-        Xj = (Xj - center).astype(np.float32)
-    return kernel.pairwise_offset(Xi, Xj)
-
-
-@dataclass
-class StoredTile:
-    """One cached tile: ``K_ij - shift`` in the storage dtype, with float64 statistics.
-
-    Attributes
-    ----------
-    values : ndarray
-        The tile less ``shift``, float32 or float64.
-    shift : float
-        The tile's mean, removed before rounding.
-    row_sums, col_sums : ndarray
-        Row and column sums of the tile itself (float64, before rounding).
-    trace : float
-        Its trace when it lies on the diagonal, else 0.
-    """
-
-    values: np.ndarray
-    shift: float
-    row_sums: np.ndarray
-    col_sums: np.ndarray
-    trace: float
-
-    @classmethod
-    def evaluate(
-        cls,
-        kernel: Kernel,
-        Xi: np.ndarray,
-        Xj: np.ndarray,
-        dtype: np.dtype,
-        diagonal: bool,
-        statistics: bool = True,
-    ) -> StoredTile:
-        """Evaluate ``K(Xi, Xj)`` and store it shifted, in ``dtype``.
-
-        ``statistics=False`` (a tile used once, in a streamed product) skips the row and column
-        sums and the trace (left at zero) and takes the shift from a subsample of rows: any
-        constant keeps the product exact, a typical one keeps it accurate.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from dkpca.kernels import RBF
-        >>> X = np.zeros((3, 2))
-        >>> tile = StoredTile.evaluate(RBF(gamma=1.0), X, X, np.dtype(np.float32), True)
-        >>> tile.shift, tile.trace, tile.values.dtype, float(abs(tile.values).max())
-        (1.0, 3.0, dtype('float32'), 0.0)
-        """
-        with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: solvers report it
-            K, base = evaluate_tile(kernel, Xi, Xj, dtype)
-            if diagonal:  # exact: a distance expansion's cancellation is worst for x against x
-                np.fill_diagonal(K, kernel.diag(Xi) - base)
-            if not statistics:
-                step = max(1, K.shape[0] // _SHIFT_SAMPLE_ROWS)
-                mean = float(K.dtype.type(K[::step].mean(dtype=np.float64)))
-                K -= K.dtype.type(mean)
-                empty = np.zeros(0)
-                return cls(K.astype(dtype, copy=False), base + mean, empty, empty, 0.0)
-            # Sums as GEMVs in the tile's precision (blocked accumulation: about 1e-7 relative
-            # in float32), three times faster than a float64 reduction over the tile.
-            row_sums = (K @ np.ones(K.shape[1], K.dtype)).astype(np.float64)
-            col_sums = (np.ones(K.shape[0], K.dtype) @ K).astype(np.float64)
-            # Rounded to the tile's precision first: the shift recorded is exactly the one
-            # subtracted (else every entry of a tile would carry the same rounding error).
-            mean = float(K.dtype.type(row_sums.sum() / max(1, K.size)))
-            trace = float(np.trace(K, dtype=np.float64)) + base * K.shape[0] if diagonal else 0.0
-            K -= K.dtype.type(mean)
-        return cls(K.astype(dtype, copy=False), base + mean, row_sums + base * K.shape[1],
-                   col_sums + base * K.shape[0], trace)
-
-    def products(self, Vi: np.ndarray, Vj: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Return ``(K_ij Vj, K_ijᵀ Vi)`` in float64; a diagonal tile (``Vj`` None) gives one.
-
-        The GEMMs run in the storage dtype; the shift's rank-one term is added in float64.
-        """
-        if Vj is None:
-            return (self._product(self.values, Vi),)
-        return self._product(self.values, Vj), self._product(self.values.T, Vi)
-
-    def _product(self, values: np.ndarray, V: np.ndarray) -> np.ndarray:
-        V_cast = np.asarray(V, dtype=values.dtype, order="C")
-        out = (values @ V_cast).astype(np.float64, copy=False)
-        out += self.shift * V.sum(axis=0, dtype=np.float64)
-        return out
-
-    @property
-    def nbytes(self) -> int:
-        """Memory of the stored values."""
-        return self.values.nbytes
-
-
-def _summary(tile: StoredTile) -> tuple[np.ndarray, np.ndarray, float, int]:
-    return tile.row_sums, tile.col_sums, tile.trace, tile.nbytes
-
-
-def _cached_pair(tile: StoredTile, Vi: np.ndarray, Vj: np.ndarray | None) -> tuple:
-    return tile.products(Vi, Vj)
-
-
-def _streamed_pair(
-    kernel: Kernel,
-    Xi: np.ndarray,
-    Xj: np.ndarray,
-    Vi: np.ndarray,
-    Vj: np.ndarray | None,
-    dtype: np.dtype,
-) -> tuple:
-    tile = StoredTile.evaluate(kernel, Xi, Xj, dtype, Vj is None, statistics=False)
-    return tile.products(Vi, Vj)
-
-
-def _tasks(function: Callable) -> dict[bool, Callable]:
-    """Delayed ``function`` returning two partial products, or one (key ``True``: diagonal).
-
-    Not pure: a pass's tasks get fresh keys without hashing their (large) arguments.
-    """
-    return {False: dask.delayed(function, pure=False, nout=2),
-            True: dask.delayed(function, pure=False, nout=1)}
-
-
-def _symmetric_product(
-    pair_task: Callable[[int, int, object, object | None], object],
-    n_blocks: int,
-    bounds: list[tuple[int, int]],
-    V: np.ndarray,
-) -> np.ndarray:
-    """``K V`` from one task per upper tile, partial products summed per row block in a tree.
-
-    ``pair_task(i, j, Vi, Vj)`` returns a delayed tuple of partial products (one for a diagonal
-    tile, where ``Vj`` is None).
-    """
-    V = np.asarray(V, dtype=np.float64)
-    # One key per row block of V: the scheduler ships it once to the workers that need it.
-    # C order whatever the caller's layout: a GEMM's rounding depends on its operands' layout,
-    # and a distributed scheduler hands tasks C-ordered copies.
-    parts = [dask.delayed(np.ascontiguousarray(V[start:stop]), pure=True)
-             for start, stop in bounds]
-    contributions: list[list] = [[] for _ in range(n_blocks)]
-    for i, j in upper_pairs(n_blocks):
-        if i == j:
-            (to_i,) = pair_task(i, j, parts[i], None)
-            contributions[i].append(to_i)
-        else:
-            to_i, to_j = pair_task(i, j, parts[i], parts[j])
-            contributions[i].append(to_i)
-            contributions[j].append(to_j)
-    sums = [tree_sum(pieces) for pieces in contributions]
-    return np.concatenate(compute(*sums), axis=0)
 
 
 #: Tiles per scheduler thread that the cache and the streamed product aim for (smaller tiles
@@ -279,16 +90,30 @@ def balanced_tile_rows(n: int, itemsize: int, block_bytes: int) -> int:
     return -(-n // r)
 
 
-def _storage_dtype(X: da.Array, dtype: np.dtype | str | None) -> np.dtype:
+def _storage_dtype(X: Any, dtype: np.dtype | str | None) -> np.dtype:
     return np.dtype(np.result_type(X.dtype, np.float32) if dtype is None else dtype)
 
 
 class KernelTiles:
-    """The upper tiles of a symmetric kernel matrix, persisted where they were computed.
+    """The upper tiles of a symmetric kernel matrix, dealt to holders that keep and multiply them.
 
-    Build it with :func:`cache_kernel_tiles`. Under a ``distributed.Client`` the tiles live on
-    the workers and :meth:`matmul` runs next to them; under the threaded scheduler they are
-    held in this process. Either way the caller holds only ``n``-sized results.
+    Build it with :func:`cache_kernel_tiles` (tiles evaluated once and kept) or for a streamed
+    product (``cached=False``: each holder keeps the data rows of its tiles and evaluates them
+    again at every product). Under a ``distributed.Client`` each worker is a holder; under the
+    local schedulers this process is the only one. Either way the caller holds only ``n``-sized
+    results, and a product is one task per holder.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : numpy, scipy.sparse or dask array, (n, d)
+        In-memory data is sent to the workers once, each block to the workers that need it,
+        never inside a task graph; dask data is read by the workers themselves.
+    block_bytes : int
+        Memory for one tile.
+    dtype : numpy dtype
+        Storage dtype of the tiles (float32 or float64).
+    cached : bool, default=True
 
     Attributes
     ----------
@@ -297,28 +122,87 @@ class KernelTiles:
     dtype : numpy.dtype
         Storage dtype of the tiles.
     nbytes : int
-        Memory of the stored tiles (about half of ``n² × itemsize``).
-    row_sums : ndarray (n,)
-        ``K @ 1``, accumulated in float64 before rounding.
-    trace : float
-        Sum of ``K``'s diagonal.
+        Memory of the stored tiles (about half of ``n² × itemsize``; 0 when streamed).
+    row_sums : ndarray (n,) or None
+        ``K @ 1``, accumulated in float64 before rounding (cached only).
+    trace : float or None
+        Sum of ``K``'s diagonal (cached only).
+    holders : list of Holder
+        Where the tiles are: a worker's address and threads, or ``None`` for this process.
+    states : list
+        Each holder's state: futures on a cluster, the objects themselves locally.
     """
 
-    def __init__(
-        self,
-        tiles: list,
-        bounds: list[tuple[int, int]],
-        dtype: np.dtype,
-        row_sums: np.ndarray,
-        trace: float,
-        nbytes: int,
-    ):
-        self.tiles, self.bounds, self.dtype = tiles, bounds, dtype
-        self.row_sums, self.trace, self.nbytes = row_sums, trace, nbytes
-        self.n = bounds[-1][1]
+    def __init__(self, kernel: Kernel, X: Any, *, block_bytes: int, dtype: np.dtype,
+                 cached: bool = True):
+        self.kernel, self.dtype, self.cached = kernel, np.dtype(dtype), cached
+        n = X.shape[0]
+        rows = balanced_tile_rows(n, self.dtype.itemsize, block_bytes)
+        self.bounds = [(start, min(start + rows, n)) for start in range(0, n, rows)]
+        self.n = n
+        pairs = upper_pairs(len(self.bounds))
+        self._client = active_client()
+        found = holders()
+        dealt = deal_tiles(pairs, self.bounds, [h.nthreads for h in found])
+        kept = [(h, [pairs[k] for k in ids]) for h, ids in zip(found, dealt, strict=True) if ids]
+        self.holders: list[Holder] = [h for h, _ in kept]
+        self._pairs = [p for _, p in kept]
+        self._source = self._source_blocks(X, rows)
+        self.states: list = [self._build(h, p) for h, p in kept]
+        self.row_sums: np.ndarray | None = None
+        self.trace: float | None = None
+        self.nbytes = 0
+        if cached:
+            self._summarise()
+        logger.info("%s %d kernel tiles (%s, %d MiB) on %d holder(s)",
+                    "cached" if cached else "streaming", len(pairs), self.dtype,
+                    self.nbytes // 2**20, len(self.holders))
+
+    @property
+    def n_tiles(self) -> int:
+        """Number of tiles held, on every holder together."""
+        return sum(len(pairs) for pairs in self._pairs)
+
+    def _source_blocks(self, X: Any, rows: int) -> list:
+        """The data's row blocks: in memory locally, futures on a cluster (sent once)."""
+        if isinstance(X, da.Array):
+            blocks, _ = tile_blocks(X, rows)
+            if self._client is None:
+                return list(compute(*blocks))
+            return self._client.compute(blocks)
+        blocks = [X[start:stop] for start, stop in self.bounds]
+        if self._client is None:
+            return blocks
+        return self._client.scatter(blocks, hash=False)
+
+    def _build(self, holder: Holder, pairs: list[tuple[int, int]]) -> Any:
+        ids = sorted({i for pair in pairs for i in pair})
+        args = (self.kernel, self.dtype, self.bounds, pairs, ids, *(self._source[i] for i in ids))
+        options = {"cached": self.cached, "threads": holder.nthreads}
+        if self._client is None:
+            return build_state(*args, **options)
+        # Pinned to its holder; loosely, so that a lost worker's tiles can be rebuilt elsewhere.
+        return self._client.submit(build_state, *args, **options, workers=[holder.address],
+                                   allow_other_workers=True, pure=False)
+
+    def _summarise(self) -> None:
+        if self._client is None:
+            summaries = [state_summary(state) for state in self.states]
+        else:
+            summaries = self._client.gather(
+                [self._client.submit(state_summary, state, workers=[h.address],
+                                     allow_other_workers=True, pure=False)
+                 for h, state in zip(self.holders, self.states, strict=True)])
+        high, low, traces = np.zeros(self.n), np.zeros(self.n), []
+        for lo, part_high, part_low, trace, nbytes in summaries:
+            two_sum_into(high[lo:], low[lo:], part_high)
+            low[lo:] += part_low
+            traces.append(trace)
+            self.nbytes += nbytes
+        self.row_sums, self.trace = high + low, math.fsum(traces)
 
     def matmul(self, V: np.ndarray) -> np.ndarray:
-        """Return ``K @ V`` (float64), computed as tasks next to the tiles.
+        """Return ``K @ V`` (float64): one task per holder, one partial back from each.
 
         Examples
         --------
@@ -329,29 +213,79 @@ class KernelTiles:
         >>> tiles.matmul(np.ones((3, 1))).ravel()
         array([ 9., 39., 69.])
         """
-        index = {pair: tile for pair, tile in zip(upper_pairs(len(self.bounds)), self.tiles,
-                                                  strict=True)}
-        tasks = _tasks(_cached_pair)
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        if self._client is None:
+            partials = [state_product(state, V, h.nthreads)
+                        for h, state in zip(self.holders, self.states, strict=True)]
+        else:
+            partials = self._distributed_product(V)
+        high, low = np.zeros((self.n, V.shape[1])), np.zeros((self.n, V.shape[1]))
+        for lo, part_high, part_low in partials:
+            two_sum_into(high[lo:], low[lo:], part_high)
+            low[lo:] += part_low
+        return high + low
 
-        def pair_task(i: int, j: int, Vi, Vj):
-            return tasks[Vj is None](index[i, j], Vi, Vj)
+    def _distributed_product(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        client = self._client
+        for attempt in range(MAX_RECOVERIES + 1):
+            try:
+                shared = client.scatter(V, broadcast=True, hash=False)
+                return client.gather([
+                    client.submit(state_product, state, shared, h.nthreads,
+                                  workers=[h.address], allow_other_workers=True, pure=False)
+                    for h, state in zip(self.holders, self.states, strict=True)])
+            except _LOST as err:
+                if attempt == MAX_RECOVERIES:
+                    raise
+                logger.warning("kernel tiles lost with a worker (%s: %s); evaluating them again",
+                               type(err).__name__, err)
+                self._recover()
+        raise AssertionError("unreachable")
 
-        return _symmetric_product(pair_task, len(self.bounds), self.bounds, V)
+    def _recover(self) -> None:
+        """Rebuild every holder whose state (or the data it needs) was lost, on live workers."""
+        client = self._client
+        client.wait_for_workers(1, timeout=60)
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"].items())
+        lost_blocks = [k for k, f in enumerate(self._source) if f.status != "finished"]
+        if lost_blocks:  # only scattered in-memory data can be lost for good
+            raise RuntimeError(f"lost the data blocks {lost_blocks} with a worker; refit")
+        alive = {address for address, _ in workers}
+        for k, (holder, state) in enumerate(zip(self.holders, self.states, strict=True)):
+            if state.status == "finished" and holder.address in alive:
+                continue
+            used = [h.address for h in self.holders]
+            address, info = min(workers, key=lambda w: used.count(w[0]))
+            self.holders[k] = Holder(address, max(1, int(info["nthreads"])))
+            self.states[k] = self._build(self.holders[k], self._pairs[k])
+
+
+def _lost_errors() -> tuple[type[BaseException], ...]:
+    """What a computation raises when a worker it needed died."""
+    errors: list[type[BaseException]] = [concurrent.futures.CancelledError]
+    try:
+        from distributed.scheduler import KilledWorker
+    except ImportError:
+        return tuple(errors)
+    return (*errors, KilledWorker)
+
+
+_LOST = _lost_errors()
 
 
 def cache_kernel_tiles(
     kernel: Kernel,
-    X: da.Array,
+    X: Any,
     *,
     block_bytes: int,
     dtype: np.dtype | str | None = None,
 ) -> KernelTiles:
-    """Evaluate the upper tiles of ``K(X, X)`` and persist them where they were computed.
+    """Evaluate the upper tiles of ``K(X, X)`` on the holders and keep them there.
 
     Parameters
     ----------
     kernel : Kernel
-    X : dask array, (n, d)
+    X : numpy, scipy.sparse or dask array, (n, d)
     block_bytes : int
         Memory for one tile (capped by the workers' memory, see
         :func:`dkpca.blocked.worker_block_bytes`).
@@ -368,30 +302,15 @@ def cache_kernel_tiles(
     >>> from dkpca.kernels import RBF
     >>> X = da.from_array(np.random.default_rng(0).normal(size=(40, 2)))
     >>> tiles = cache_kernel_tiles(RBF(gamma=1.0), X, block_bytes=16 * 16 * 4, dtype="float32")
-    >>> len(tiles.tiles), tiles.bounds, tiles.dtype
-    (6, [(0, 14), (14, 28), (28, 40)], dtype('float32'))
+    >>> tiles.bounds, tiles.dtype, tiles.nbytes
+    ([(0, 14), (14, 28), (28, 40)], dtype('float32'), 4272)
     """
-    dtype = _storage_dtype(X, dtype)
-    blocks, bounds = tile_blocks(X, balanced_tile_rows(X.shape[0], dtype.itemsize, block_bytes))
-    evaluate = dask.delayed(StoredTile.evaluate, pure=True)
-    pairs = upper_pairs(len(blocks))
-    tiles = persist(*(evaluate(kernel, blocks[i], blocks[j], dtype, i == j) for i, j in pairs))
-    summaries = compute(*(dask.delayed(_summary, pure=True)(tile) for tile in tiles))
-    n = bounds[-1][1]
-    row_sums, trace, nbytes = np.zeros(n), 0.0, 0
-    for (i, j), (rows, cols, tile_trace, size) in zip(pairs, summaries, strict=True):
-        row_sums[slice(*bounds[i])] += rows
-        if i != j:
-            row_sums[slice(*bounds[j])] += cols
-        trace += tile_trace
-        nbytes += size
-    logger.info("cached %d kernel tiles (%s, %d MiB)", len(tiles), dtype, nbytes // 2**20)
-    return KernelTiles(list(tiles), bounds, dtype, row_sums, trace, nbytes)
+    return KernelTiles(kernel, X, block_bytes=block_bytes, dtype=_storage_dtype(X, dtype))
 
 
 def symmetric_kernel_product(
     kernel: Kernel,
-    X: da.Array,
+    X: Any,
     V: np.ndarray,
     *,
     block_bytes: int,
@@ -399,15 +318,16 @@ def symmetric_kernel_product(
 ) -> np.ndarray:
     """Compute ``K(X, X) @ V`` (float64) from the upper tiles, evaluating each on the fly.
 
-    Every task evaluates one tile (see :func:`evaluate_tile`: a float32 GEMM when ``dtype`` is
-    float32 and the kernel is translation invariant), multiplies it by the matching blocks of
-    ``V`` and drops it; partial products are summed per row block in a tree. Memory stays at
-    a tile per thread plus ``V``'s size.
+    Each holder evaluates its tiles (see :func:`evaluate_tile`: a float32 GEMM when ``dtype`` is
+    float32 and the kernel is translation invariant), multiplies them by the matching blocks of
+    ``V`` and drops them. Memory stays at a tile per thread, the data rows and ``V``'s size.
+    For several products with the same kernel, build ``KernelTiles(..., cached=False)`` once:
+    the data is then sent to the workers once.
 
     Parameters
     ----------
     kernel : Kernel
-    X : dask array, (n, d)
+    X : numpy, scipy.sparse or dask array, (n, d)
     V : numpy array, (n, b)
     block_bytes : int
         Memory for one tile.
@@ -429,14 +349,9 @@ def symmetric_kernel_product(
     >>> bool(np.allclose(got, RBF(gamma=0.5).pairwise(X) @ V))
     True
     """
-    dtype = _storage_dtype(X, dtype)
-    blocks, bounds = tile_blocks(X, balanced_tile_rows(X.shape[0], dtype.itemsize, block_bytes))
-    tasks = _tasks(_streamed_pair)
-
-    def pair_task(i: int, j: int, Vi, Vj):
-        return tasks[Vj is None](kernel, blocks[i], blocks[j], Vi, Vj, dtype)
-
-    return _symmetric_product(pair_task, len(blocks), bounds, V)
+    tiles = KernelTiles(kernel, X, block_bytes=block_bytes, dtype=_storage_dtype(X, dtype),
+                        cached=False)
+    return tiles.matmul(V)
 
 
 def cached_kernel_bytes(n: int, itemsize: int, block_bytes: int) -> int:
@@ -464,7 +379,7 @@ def cache_memory_budget() -> int:
     >>> cache_memory_budget() > 0
     True
     """
-    client = _running_client()
+    client = active_client()
     if client is not None:
         workers = client.scheduler_info(n_workers=-1)["workers"].values()
         limits = [w.get("memory_limit") for w in workers]
@@ -474,14 +389,3 @@ def cache_memory_budget() -> int:
                 for w in workers
             ))
     return int(psutil.virtual_memory().available // 2)
-
-
-def _running_client():
-    distributed = sys.modules.get("distributed")  # no client can exist if never imported
-    if distributed is None:
-        return None
-    try:
-        client = distributed.default_client()
-    except ValueError:
-        return None
-    return client if client.status == "running" else None

@@ -64,7 +64,7 @@ def test_cached_tiles_multiply_like_the_dense_kernel(kernel, block_bytes, dtype,
                                * np.abs(dense).max())
     assert tiles.trace == pytest.approx(np.trace(dense), rel=rtol)
     n_tiles = len(tiles.bounds)
-    assert len(tiles.tiles) == n_tiles * (n_tiles + 1) // 2
+    assert tiles.n_tiles == n_tiles * (n_tiles + 1) // 2
     assert tiles.dtype == np.dtype(dtype)
     sizes = [stop - start for start, stop in tiles.bounds]
     itemsize = np.dtype(dtype).itemsize
@@ -348,3 +348,94 @@ def test_auto_max_memory_counts_the_workers_memory(process_client, caplog):
             warnings.simplefilter("ignore", UserWarning)  # max_iter=2: not converged
             kp.fit(X)
     assert "re-evaluating" in caplog.text
+
+
+# --- holders: one task per worker, data sent once, the same result on any layout ----------
+
+
+def _pass_tasks(client, tiles, V) -> int:
+    """Tasks the scheduler ran for one product (distinct keys it moved to ``processing``)."""
+    def log_size(dask_scheduler):
+        return dask_scheduler.transition_counter
+
+    def processed_since(dask_scheduler, start):
+        log = list(dask_scheduler.transition_log)[-(dask_scheduler.transition_counter - start):]
+        return len({entry[0] for entry in log if entry[2] == "processing"})
+
+    start = client.run_on_scheduler(log_size)
+    tiles.matmul(V)
+    return client.run_on_scheduler(processed_since, start=start)
+
+
+@pytest.mark.distributed
+def test_a_pass_runs_one_task_per_worker_whatever_the_tiles(process_client):
+    X = np.random.default_rng(0).normal(size=(3_000, 8))
+    V = np.random.default_rng(1).normal(size=(3_000, 4))
+    counts = {}
+    for block_bytes in (2**30, 300 * 300 * 8):  # few tiles, then 55
+        tiles = cache_kernel_tiles(RBF(gamma=0.1), X, block_bytes=block_bytes, dtype="float64")
+        counts[tiles.n_tiles] = _pass_tasks(process_client, tiles, V)
+    workers = len(process_client.scheduler_info()["workers"])
+    assert max(counts) >= 50 and min(counts) <= 10, counts
+    assert set(counts.values()) == {workers}, counts  # one product task on each worker
+
+
+@pytest.mark.distributed
+def test_in_memory_data_is_sent_once_never_inside_a_graph(process_client, caplog):
+    import dask
+
+    X = np.random.default_rng(0).normal(size=(20_000, 64))  # 10 MiB
+    with (dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MiB"}),
+          warnings.catch_warnings()):
+        warnings.filterwarnings("error", message=".*large graph.*")
+        model = KernelPCA(3, solver="randomized", random_state=0, n_oversamples=5).fit(X)
+    assert model.n_iter_ > 1
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_any_layout_of_holders_gives_the_threaded_result(dtype):
+    import dask
+
+    X = np.random.default_rng(2).normal(size=(4_000, 10))
+    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": dtype,
+              "block_size": 500 * 500 * 8}
+    with dask.config.set(scheduler="threads", num_workers=2):
+        threaded = KernelPCA(5, **kwargs).fit(X)
+    for workers, threads in [(1, 2), (2, 1), (3, 1)]:
+        with (distributed.LocalCluster(n_workers=workers, threads_per_worker=threads,
+                                       processes=False, dashboard_address=":0") as cluster,
+              distributed.Client(cluster)):
+            on_cluster = KernelPCA(5, **kwargs).fit(X)
+        # Products are summed as double-doubles, so no summation order enters; tiles made by
+        # another thread can still differ in a last bit, which the Krylov iteration amplifies.
+        rtol = 1e-8 if dtype == "float32" else 1e-10
+        np.testing.assert_allclose(on_cluster.eigenvalues_, threaded.eigenvalues_, rtol=rtol)
+        assert on_cluster.n_iter_ == threaded.n_iter_
+
+
+def test_double_double_sums_do_not_depend_on_order():
+    from dkpca._tile_holders import two_sum_into
+
+    terms = np.random.default_rng(0).normal(size=(200, 50)) * np.logspace(-8, 8, 200)[:, None]
+    totals = []
+    for order in (range(200), reversed(range(200)), np.random.default_rng(1).permutation(200)):
+        high, low = np.zeros(50), np.zeros(50)
+        for k in order:
+            two_sum_into(high, low, terms[k])
+        totals.append(high + low)
+    plain = [terms[list(order)].sum(axis=0) for order in (range(200), range(199, -1, -1))]
+    assert not np.array_equal(*plain)  # plain float64 sums do depend on the order
+    np.testing.assert_array_equal(totals[0], totals[1])
+    np.testing.assert_array_equal(totals[0], totals[2])
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_ten_consecutive_fits_on_two_worker_processes(process_client):
+    X = np.random.default_rng(4).normal(size=(8_000, 16))
+    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": "float64"}
+    reference = KernelPCA(5, **kwargs).fit(X)
+    for _ in range(10):
+        again = KernelPCA(5, **kwargs).fit(X)
+        np.testing.assert_allclose(again.eigenvalues_, reference.eigenvalues_, rtol=1e-10)

@@ -12,12 +12,7 @@ import numpy as np
 from dkpca.blocked import center_columns, compute, kernel_diagonal
 from dkpca.kernels import Kernel
 from dkpca.linalg import KrylovResult, block_krylov_eigh
-from dkpca.tiles import (
-    KernelTiles,
-    cache_kernel_tiles,
-    cached_kernel_bytes,
-    symmetric_kernel_product,
-)
+from dkpca.tiles import KernelTiles, cached_kernel_bytes
 
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
@@ -55,25 +50,28 @@ class _CenteredKernelOperator:
     The kernel's upper tiles are cached where they were computed (see :mod:`dkpca.tiles`) when
     they fit in ``max_memory`` bytes; otherwise every product re-evaluates them, and the first
     product carries one extra column, ``1/n``, that yields ``K``'s row means without a pass of
-    their own.
+    their own. ``source`` is what the tiles are evaluated from: the caller's in-memory data
+    where it has it (sent to the workers once, never inside a task graph), else ``X``.
     """
 
     def __init__(
-        self, kernel: Kernel, X: da.Array, *, block_bytes: int, max_memory: int, dtype: np.dtype
+        self, kernel: Kernel, X: da.Array, *, block_bytes: int, max_memory: int, dtype: np.dtype,
+        source: np.ndarray | da.Array | None = None,
     ):
-        self.kernel, self.X, self.block_bytes, self.dtype = kernel, X, block_bytes, dtype
+        self.kernel, self.X, self.dtype = kernel, X, dtype
         self.n_passes = 0
         self.pass_seconds: list[float] = []
         n = X.shape[0]
-        if cached_kernel_bytes(n, dtype.itemsize, block_bytes) <= max_memory:
-            self.tiles: KernelTiles | None = cache_kernel_tiles(
-                kernel, X, block_bytes=block_bytes, dtype=dtype
-            )
+        source = X if source is None else source
+        cached = cached_kernel_bytes(n, dtype.itemsize, block_bytes) <= max_memory
+        self.tiles = KernelTiles(kernel, source, block_bytes=block_bytes, dtype=dtype,
+                                 cached=cached)
+        if cached:
             self.row_means: np.ndarray | None = self.tiles.row_sums / n
             check_finite_kernel(self.row_means, X, "KernelPCA")
             self.diagonal_sum = self.tiles.trace
         else:
-            self.tiles, self.row_means = None, None
+            self.row_means = None
             (self.diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
             logger.info("randomized solver re-evaluating %s kernel tiles (kernel > max_memory)",
                         dtype)
@@ -84,21 +82,14 @@ class _CenteredKernelOperator:
         # Q is orthogonal to the ones vector up to rounding, but K's eigenvalue along it is
         # large (about n · mean(K)), so the residue must go: H K H Q exactly, for any Q.
         Q = Q - Q.mean(axis=0)
-        if self.tiles is not None:
-            W = self.tiles.matmul(Q)
-        elif self.row_means is None:
+        if self.row_means is None:
             n = Q.shape[0]
-            W = symmetric_kernel_product(
-                self.kernel, self.X, np.hstack([Q, np.full((n, 1), 1.0 / n)]),
-                block_bytes=self.block_bytes, dtype=self.dtype,
-            )
+            W = self.tiles.matmul(np.hstack([Q, np.full((n, 1), 1.0 / n)]))
             self.row_means = W[:, -1].copy()
             check_finite_kernel(self.row_means, self.X, "KernelPCA")
             W = W[:, :-1]
         else:
-            W = symmetric_kernel_product(
-                self.kernel, self.X, Q, block_bytes=self.block_bytes, dtype=self.dtype
-            )
+            W = self.tiles.matmul(Q)
         W = np.ascontiguousarray(W, dtype=np.float64)
         center_columns(W)
         self.pass_seconds.append(time.perf_counter() - start)
@@ -180,8 +171,10 @@ def fit_randomized(
     """
     n = X.shape[0]
     dtype = np.dtype(np.result_type(X.dtype, np.float32) if cache_dtype is None else cache_dtype)
+    in_memory = basis_data if (isinstance(basis_data, np.ndarray) and basis_data.shape == X.shape
+                               and basis_data.dtype == X.dtype) else None
     operator = _CenteredKernelOperator(
-        kernel, X, block_bytes=block_bytes, max_memory=max_memory, dtype=dtype
+        kernel, X, block_bytes=block_bytes, max_memory=max_memory, dtype=dtype, source=in_memory
     )
     rng = np.random.default_rng(seed)
     k = rule.count if rule.count is not None else min(n, _INITIAL_COMPONENTS)

@@ -1,0 +1,179 @@
+"""Scale-out: the same kernel PCA fit on threads and on ``LocalCluster``s of several shapes.
+
+The data are a 10-centre Gaussian mixture in ``d`` dimensions (``sklearn.datasets.make_blobs``,
+``random_state=0``), standardised per feature; the fit is ``KernelPCA(10)`` with the RBF kernel,
+``gamma = 1/d``, ``random_state=0`` and the default solver choice (randomized, float32 tiles
+cached on the holders: the workers, or this process on threads). Each configuration runs in a
+fresh process (spawned), which first measures the float32 GEMM rate of a 4096-row tile times a
+``4096 × b`` block (``b`` the Krylov block width) on as many BLAS threads as the configuration
+has cores, then fits once untimed on a tenth of the rows (imports, cluster start), then times
+the fit.
+
+Reported per configuration: whole-fit time, the median Krylov pass (from the solver's own
+log), the pass's bound (``2 n² b`` flops, what the stored upper tiles cost for ``K V``, at that
+GEMM rate), pass / bound, and both times relative to the threaded fit on the same cores.
+
+Usage::
+
+    python benchmarks/bench_scaling.py                        # this machine's cores
+    python benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2 threads:4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from _common import environment, markdown_table, print_environment, wait_for_quiet
+
+
+def _configs(cores: int) -> list[str]:
+    """Threads on all cores, then every ``workers x threads`` split of them (and 4 cores)."""
+    shapes = [f"{w}x{cores // w}" for w in (1, 2, 4, 8, 16) if w <= cores and cores % w == 0]
+    smaller = ["threads:4"] if cores >= 16 else []
+    return [f"threads:{cores}", *shapes, *smaller]
+
+
+def _cores(config: str) -> int:
+    if config.startswith("threads:"):
+        return int(config.split(":")[1])
+    workers, threads = map(int, config.split("x"))
+    return workers * threads
+
+
+def _data(n: int, d: int) -> np.ndarray:
+    from sklearn.datasets import make_blobs
+    from sklearn.preprocessing import StandardScaler
+
+    X, _ = make_blobs(n_samples=n, n_features=d, centers=10, random_state=0)
+    return StandardScaler().fit_transform(X)
+
+
+def _gemm_rate(width: int, threads: int) -> float:
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    tile = rng.standard_normal((4096, 4096)).astype(np.float32)
+    block = rng.standard_normal((4096, width)).astype(np.float32)
+    with threadpool_limits(threads, user_api="blas"):
+        tile @ block
+        best = min(_seconds(lambda: tile @ block) for _ in range(7))
+    return 2 * 4096 * 4096 * width / best
+
+
+def _seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+class _PassLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("kernel pass"):
+            self.seconds.append(float(record.args[1]))
+
+
+def _child(config: str, n: int, d: int, queue) -> None:
+    import dask
+
+    import dkpca
+    from dkpca.solvers.randomized import AUTO_BLOCK_WIDTH
+
+    cores = _cores(config)
+    X = _data(n, d)
+    rate = _gemm_rate(AUTO_BLOCK_WIDTH, cores)
+    passes = _PassLog()
+    solver_log = logging.getLogger("dkpca.solvers.randomized")
+    solver_log.addHandler(passes)
+    solver_log.setLevel(logging.INFO)
+
+    def fit(data):
+        return dkpca.KernelPCA(10, random_state=0).fit(data)
+
+    if config.startswith("threads:"):
+        with dask.config.set(scheduler="threads", num_workers=cores):
+            fit(X[: n // 10])
+            passes.seconds.clear()
+            wait_for_quiet(0.3, patience=30.0)
+            start = time.perf_counter()
+            model = fit(X)
+            elapsed = time.perf_counter() - start
+    else:
+        from distributed import Client, LocalCluster
+
+        workers, threads = map(int, config.split("x"))
+        with (LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
+                           dashboard_address=":0") as cluster, Client(cluster)):
+            fit(X[: n // 10])
+            passes.seconds.clear()
+            wait_for_quiet(0.3, patience=30.0)
+            start = time.perf_counter()
+            model = fit(X)
+            elapsed = time.perf_counter() - start
+    queue.put({"config": config, "cores": cores, "fit_s": elapsed, "solver": model.solver_,
+               "passes": len(passes.seconds),
+               "pass_s": statistics.median(passes.seconds) if passes.seconds else float("nan"),
+               "bound_s": 2.0 * n * n * AUTO_BLOCK_WIDTH / rate, "gemm_gflops": rate / 1e9,
+               "eigenvalues": model.eigenvalues_.tolist()})
+
+
+def _run(config: str, n: int, d: int) -> dict:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_child, args=(config, n, d, queue))
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        return {"config": config, "cores": _cores(config), "error": f"exit {child.exitcode}"}
+    return queue.get()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20_000)
+    parser.add_argument("--d", type=int, default=64)
+    parser.add_argument("--configs", nargs="+", default=None,
+                        help="threads:T or WxT (workers x threads); default: this machine's")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    print_environment(environment(), sys.argv)
+    configs = args.configs or _configs(os.cpu_count() or 1)
+    results = [_run(config, args.n, args.d) for config in configs]
+    threaded = {r["cores"]: r for r in results
+                if r["config"].startswith("threads:") and "error" not in r}
+    rows = []
+    for r in results:
+        if "error" in r:
+            rows.append([r["config"], r["error"], "", "", "", "", "", ""])
+            continue
+        base = threaded.get(r["cores"])
+        spread = max(abs(a - b) / b for a, b in zip(r["eigenvalues"], results[0]["eigenvalues"],
+                                                    strict=True)) if "eigenvalues" in results[0] \
+            else float("nan")
+        rows.append([r["config"], f"{r['fit_s']:.2f}", f"{r['pass_s']:.3f}", r["passes"],
+                     f"{r['bound_s']:.3f}", f"{r['pass_s'] / r['bound_s']:.2f}",
+                     f"{r['fit_s'] / base['fit_s']:.2f} / {r['pass_s'] / base['pass_s']:.2f}"
+                     if base else "", f"{spread:.1e}"])
+    print(f"\nKernelPCA(10), RBF, {args.n} x {args.d} Gaussian mixture, default solver "
+          f"({results[0].get('solver', '?')})\n")
+    print(markdown_table(["configuration", "fit (s)", "pass (s)", "passes", "pass bound (s)",
+                          "pass / bound", "vs threads (fit / pass)", "eigenvalue spread"], rows))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()

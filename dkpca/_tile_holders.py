@@ -1,0 +1,270 @@
+"""Who holds each kernel tile, and a Krylov pass as one task per holder.
+
+A *holder* is a place where tiles live and are multiplied: each worker of a ``distributed``
+cluster, or this process under the local schedulers (the one-holder case of the same design).
+The upper tiles of the training kernel are dealt to the holders in contiguous runs of the
+row-major order, balanced by bytes; each holder evaluates its tiles once with all of its threads
+(cached mode) and keeps them, or keeps the data rows they need and evaluates them again every
+pass (streamed mode). A pass then costs:
+
+* **communication proportional to holders, not tiles**: ``V`` (``n × b``) is sent once to each
+  worker, each worker multiplies all of its tiles and sums its partial products locally, and the
+  client receives one partial per worker (rows ``lo:n``, the rows its tiles touch) and adds them;
+* **O(holders) tasks**, whatever the number of tiles: the scheduler's per-task cost and the
+  tree of partial sums between workers that one task per tile needed are gone;
+* **every core busy without oversubscription**: inside a holder, its ``T`` threads take tiles
+  from one queue (largest first) and run single-threaded BLAS on them; products are added into
+  one ``n × b`` buffer under a lock per row block.
+
+Layout trade-off (symmetric storage with a final sum): each holder stores only upper tiles, so
+the cluster holds ``n² / 2`` entries in all, half of what owning whole row stripes (both halves
+of each symmetric pair) would take, at the price of returning partials that overlap: with the
+row-major deal, holder ``h`` returns rows ``lo_h:n``, about ``2/3 · W · n · b`` values a pass for
+``W`` workers instead of ``n · b``. Memory is the scarcer resource (it decides between cached
+and streamed, a factor of ``d`` in time); the bytes are a few ``n × b`` arrays.
+
+A holder lost between passes (a killed worker) is rebuilt: the pass that finds its tiles gone
+evaluates them again on a live worker from the engine's own copy of the data rows, then runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import dask
+import numpy as np
+from dask.sizeof import sizeof
+
+from .kernels import Kernel
+from .linalg import single_threaded_blas
+from ._tile_values import StoredTile
+
+__all__ = [
+    "Holder",
+    "active_client",
+    "deal_tiles",
+    "holders",
+    "local_threads",
+    "two_sum_into",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Times a pass is retried after holders were lost (each retry first rebuilds them).
+MAX_RECOVERIES = 3
+
+
+def active_client() -> Any:
+    """The ``distributed.Client`` that dask's current scheduler belongs to, or ``None``.
+
+    ``dask.config.set(scheduler="threads")`` runs on threads even where a client exists, as
+    every other dask computation does.
+
+    Examples
+    --------
+    >>> active_client() is None  # no cluster in a doctest
+    True
+    """
+    if "distributed" not in sys.modules:  # no client can exist if it was never imported
+        return None
+    scheduler = dask.base.get_scheduler()
+    client = getattr(scheduler, "__self__", None)
+    if type(client).__name__ != "Client" or client.status != "running":
+        return None
+    return client
+
+
+def local_threads() -> int:
+    """Threads of the local scheduler: its ``num_workers``, one for ``sync``, else all cores.
+
+    Examples
+    --------
+    >>> import dask
+    >>> with dask.config.set(scheduler="sync"):
+    ...     local_threads()
+    1
+    """
+    if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
+        return 1
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+
+
+@dataclasses.dataclass
+class Holder:
+    """A place that holds tiles: a worker's ``address`` (``None``: this process) and threads."""
+
+    address: str | None
+    nthreads: int
+
+
+def holders() -> list[Holder]:
+    """The holders under dask's current scheduler: each worker, or this process.
+
+    Examples
+    --------
+    >>> [h.address for h in holders()]
+    [None]
+    """
+    client = active_client()
+    if client is None:
+        return [Holder(None, local_threads())]
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return [Holder(address, max(1, int(info["nthreads"])))
+            for address, info in sorted(workers.items())]
+
+
+def deal_tiles(
+    pairs: Sequence[tuple[int, int]], bounds: Sequence[tuple[int, int]], weights: Sequence[int]
+) -> list[list[int]]:
+    """Deal the tiles ``pairs`` to holders in contiguous runs, balanced by tile area.
+
+    ``weights`` are the holders' shares (their thread counts). A run of the row-major order
+    keeps the rows each holder touches contiguous (``lo:n``), so its partial product is one slice.
+
+    Examples
+    --------
+    >>> pairs = [(0, 0), (0, 1), (1, 1)]
+    >>> deal_tiles(pairs, [(0, 10), (10, 20)], [1, 1])
+    [[0], [1, 2]]
+    """
+    areas = np.array([(bounds[i][1] - bounds[i][0]) * (bounds[j][1] - bounds[j][0])
+                      for i, j in pairs], dtype=np.float64)
+    shares = np.cumsum(np.asarray(weights, dtype=np.float64))
+    targets = shares / shares[-1] * areas.sum()
+    ends = np.cumsum(areas) - areas / 2  # a tile goes where its middle falls
+    owner = np.minimum(np.searchsorted(targets, ends, side="right"), len(weights) - 1)
+    return [np.flatnonzero(owner == h).tolist() for h in range(len(weights))]
+
+
+@dataclasses.dataclass
+class HolderState:
+    """What one holder keeps between passes: its tiles, or the data rows to evaluate them.
+
+    Lives where the holder is (a worker's memory, or this process), so it stays picklable for a
+    worker that must spill; no thread pool or lock is kept in it.
+    """
+
+    kernel: Kernel
+    dtype: np.dtype
+    bounds: list[tuple[int, int]]
+    pairs: list[tuple[int, int]]
+    blocks: dict[int, Any]  # streamed: the data rows of every tile's two row blocks
+    tiles: list[StoredTile] | None  # cached: the evaluated tiles, in ``pairs`` order
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of what is held."""
+        held = sum(t.nbytes for t in self.tiles) if self.tiles is not None else 0
+        return held + sum(sizeof(b) for b in self.blocks.values())
+
+    @property
+    def lo(self) -> int:
+        """First row its tiles touch (every later row may be touched too)."""
+        return min((self.bounds[i][0] for i, _ in self.pairs), default=self.bounds[-1][1])
+
+
+@sizeof.register(HolderState)
+def _sizeof_state(state: HolderState) -> int:  # distributed's memory accounting
+    return state.nbytes
+
+
+def _largest_first(state: HolderState) -> list[int]:
+    sizes = [(state.bounds[i][1] - state.bounds[i][0]) * (state.bounds[j][1] - state.bounds[j][0])
+             for i, j in state.pairs]
+    return sorted(range(len(state.pairs)), key=lambda k: -sizes[k])
+
+
+def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
+                pairs: list[tuple[int, int]], block_ids: list[int], *blocks: Any,
+                cached: bool, threads: int) -> HolderState:
+    """Make a holder's state; cached: evaluate its tiles on ``threads`` threads."""
+    rows = dict(zip(block_ids, blocks, strict=True))
+    if not cached:
+        return HolderState(kernel, dtype, bounds, pairs, rows, None)
+    tiles: list[StoredTile | None] = [None] * len(pairs)
+
+    def evaluate(k: int) -> None:
+        i, j = pairs[k]
+        tiles[k] = StoredTile.evaluate(kernel, rows[i], rows[j], dtype, i == j)
+
+    with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
+        list(pool.map(evaluate, _largest_first(HolderState(kernel, dtype, bounds, pairs, {},
+                                                           None))))
+    return HolderState(kernel, dtype, bounds, pairs, {}, tiles)
+
+
+def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, float, int]:
+    """``(lo, high, low, trace, bytes)``: row sums of rows ``lo:n`` of a cached holder's tiles
+    as a double-double (see :func:`two_sum_into`), their trace and their memory."""
+    n, lo = state.bounds[-1][1], state.lo
+    high, low, trace = np.zeros(n - lo), np.zeros(n - lo), 0.0
+    for (i, j), tile in zip(state.pairs, state.tiles or (), strict=True):
+        two_sum_into(high[state.bounds[i][0] - lo:state.bounds[i][1] - lo],
+                      low[state.bounds[i][0] - lo:state.bounds[i][1] - lo], tile.row_sums)
+        if i != j:
+            two_sum_into(high[state.bounds[j][0] - lo:state.bounds[j][1] - lo],
+                          low[state.bounds[j][0] - lo:state.bounds[j][1] - lo], tile.col_sums)
+        trace += tile.trace
+    return lo, high, low, trace, state.nbytes
+
+
+def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray) -> None:
+    """Add ``term`` to the double-double sum ``high + low`` in place (Knuth's TwoSum).
+
+    Partial products are summed as double-doubles, so that the rounded total is the same
+    whatever the order and grouping of the terms: whichever holder, thread or task order made
+    them, a pass returns the same float64 numbers, and a fit on a cluster gives the threaded
+    fit's result (a Krylov iteration turns a last-bit difference into a 1e-8 one).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> high, low = np.array([1.0]), np.zeros(1)
+    >>> for term in (1e-17, 1e-17, -1.0):
+    ...     two_sum_into(high, low, np.array([term]))
+    >>> high + low
+    array([2.e-17])
+    """
+    total = high + term
+    virtual = total - high
+    low += (high - (total - virtual)) + (term - virtual)
+    high[...] = total
+
+
+def state_product(state: HolderState, V: np.ndarray,
+                  threads: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(lo, high, low)``: the product of every held tile with ``V``, rows ``lo:n``, as a
+    double-double sum ``high + low`` (see :func:`two_sum_into`)."""
+    n, lo = state.bounds[-1][1], state.lo
+    high, low = np.zeros((n - lo, V.shape[1])), np.zeros((n - lo, V.shape[1]))
+    locks = [threading.Lock() for _ in state.bounds]
+    V = np.ascontiguousarray(V, dtype=np.float64)
+
+    def add(block: int, part: np.ndarray) -> None:
+        rows = slice(state.bounds[block][0] - lo, state.bounds[block][1] - lo)
+        with locks[block]:
+            two_sum_into(high[rows], low[rows], part)
+
+    def multiply(k: int) -> None:
+        i, j = state.pairs[k]
+        if state.tiles is not None:
+            tile = state.tiles[k]
+        else:
+            tile = StoredTile.evaluate(state.kernel, state.blocks[i], state.blocks[j],
+                                       state.dtype, i == j, statistics=False)
+        parts = tile.products(V[slice(*state.bounds[i])],
+                              None if i == j else V[slice(*state.bounds[j])])
+        add(i, parts[0])
+        if i != j:
+            add(j, parts[1])
+
+    with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
+        list(pool.map(multiply, _largest_first(state)))
+    return lo, high, low
