@@ -133,7 +133,7 @@ def minka_log_evidence(spectrum: np.ndarray, rank: int, n_samples: int) -> float
 
 
 def minka_rank(spectrum: np.ndarray, n_samples: int) -> int:
-    """The rank in ``[1, d - 1]`` that maximises :func:`minka_log_evidence`.
+    """Return the rank in ``[1, d - 1]`` that maximises :func:`minka_log_evidence`.
 
     Examples
     --------

@@ -23,6 +23,8 @@ from ._estimator import (
 )
 from ._pca_components import complete_basis, select_count
 from ._pca_probabilistic import ProbabilisticMixin, minka_rank, noise_variance
+from ._pca_randomized import fit_randomized_pca
+from ._pca_sparse import sparse_projection, sparse_scatter
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
     InstanceOf,
@@ -30,10 +32,11 @@ from ._validation import (
     Options,
     check_is_fitted,
     check_n_components,
+    check_random_state,
     validate_params,
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
-from .io import as_array, as_dask
+from .io import as_array, as_dask, is_sparse
 from .linalg import crossproduct, flip_signs, top_eigh
 from .moments import moments_in_memory, shifted_moments
 from .solvers import ComponentRule, fit_pca_sketch
@@ -42,7 +45,7 @@ __all__ = ["PCA"]
 
 
 class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Linear principal component analysis on dask, for tall or wide data.
+    """Linear principal component analysis on dask, for tall, wide, sparse or very wide data.
 
     Parameters
     ----------
@@ -55,15 +58,29 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     whiten : bool, default=False
         Divide the scores by ``sqrt(explained_variance_)`` (unit variance on the training
         data); :meth:`inverse_transform` multiplies them back.
-    solver : {"auto", "covariance", "gram", "sketch"}, default="auto"
+    solver : {"auto", "covariance", "gram", "randomized", "sketch"}, default="auto"
         ``"covariance"`` (the tutorial's Alg. 1): one pass accumulates the ``d × d`` covariance
-        over row chunks. ``"gram"`` (Alg. 2, for ``n <= d``): one pass accumulates the
-        ``n × n`` dot matrix over feature chunks, a second converts its eigenvectors
-        (``w = X_cᵀ v / sqrt(λ)``, eq. 21). ``"auto"`` takes ``"covariance"`` when
-        ``n > d``, else ``"gram"``. ``"sketch"`` (Alg. 4, for large ``n`` and ``d``) sketches
+        over row chunks (sparse input too, centred implicitly). ``"gram"`` (Alg. 2, for
+        ``n <= d``): one pass accumulates the ``n × n`` dot matrix over feature chunks, a
+        second converts its eigenvectors (``w = X_cᵀ v / sqrt(λ)``, eq. 21).
+        ``"randomized"``: block Krylov (block Lanczos) on the implicitly centred data, for
+        data too wide for either matrix; dense or sparse, chunked along rows, features or
+        both; accurate to ``tol`` (see :mod:`dkpca._pca_randomized`). ``"auto"`` takes
+        ``"covariance"`` when ``n > d`` or the data are sparse, else ``"gram"``, unless that
+        solver's ``m × m`` matrix exceeds ``memory_budget`` and ``n_components`` is an int:
+        then ``"randomized"``. ``"sketch"`` (Alg. 4, for large ``n`` and ``d``) sketches
         every sample to ``sketch_dim`` dimensions, decomposes their ``q × q`` scatter and
         converts the eigenvectors back to the input space (eq. 21): two passes, memory
         ``O(q² + d k)``.
+    tol : float, default=1e-6
+        Randomized solver: the largest residual ``||C v - λ v||`` relative to the first
+        eigenvalue; every eigenvalue is then within ``tol`` of the first one's size of a true
+        eigenvalue (relative error ≤ 1e-6 by default, usually far less).
+    max_iter : int, default=100
+        Randomized solver: most products with ``X_cᵀ X_c`` (or ``X_c X_cᵀ``); a
+        :class:`~sklearn.exceptions.ConvergenceWarning` says when ``tol`` was not reached.
+    memory_budget : int or str, default="1GiB"
+        What ``"auto"`` lets an exact solver's ``d × d`` or ``n × n`` matrix take.
     min_relative_eigenvalue : float, optional
         Drop components whose variance is below this fraction of the first.
     block_size : int or str, default="128MiB"
@@ -95,6 +112,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         directions not kept, zero when all ``min(n_samples, n_features)`` are.
     n_components_, n_samples_, n_features_in_ : int
     solver_ : str
+    n_iter_ : int
+        Passes over the data (for the randomized solver, its statistics pass and every
+        product).
 
     See Also
     --------
@@ -102,7 +122,11 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     Notes
     -----
-    Covariance: time ``O(n d²)``, memory ``d²``. Gram: time ``O(n² d)``, memory ``n²``.
+    Covariance: time ``O(n d²)``, memory ``d²`` (sparse: ``O(Σ nnz(row)²)``). Gram: time
+    ``O(n² d)``, memory ``n²``. Randomized: ``O(nnz(X) b)`` per pass with a block of
+    ``b = k + max(10, k / 2)`` columns, usually tens of passes; memory ``O(m · basis)`` on the
+    client (``m = min(n, d)``, the basis at most ``12 b`` columns past 2,048) and one block
+    per task; one ``dask.compute`` per pass, every chunk read once in it.
     Fitted attributes and outputs have the input's dtype (float32 stays float32); sums,
     products and eigenproblems run in float64. The probabilistic model
     (:meth:`get_covariance`, :meth:`get_precision`, :meth:`score_samples`, :meth:`score`)
@@ -127,7 +151,10 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     _parameter_constraints: dict = {
         "n_components": [*N_COMPONENTS, Options({"mle"})],
         "whiten": [InstanceOf(bool, "a bool")],
-        "solver": [Options({"auto", "covariance", "gram", "sketch"})],
+        "solver": [Options({"auto", "covariance", "gram", "randomized", "sketch"})],
+        "tol": [Interval("real", 0, None, closed="neither")],
+        "max_iter": [Interval("int", 1, None)],
+        "memory_budget": SIZE,
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
         "block_size": SIZE,
         **SKETCH_CONSTRAINTS,
@@ -139,6 +166,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         *,
         whiten: bool = False,
         solver: str = "auto",
+        tol: float = 1e-6,
+        max_iter: int = 100,
+        memory_budget: int | str = "1GiB",
         min_relative_eigenvalue: float | None = None,
         block_size: int | str = "128MiB",
         sketch: str = "gaussian",
@@ -150,6 +180,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.n_components = n_components
         self.whiten = whiten
         self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.memory_budget = memory_budget
         self.min_relative_eigenvalue = min_relative_eigenvalue
         self.block_size = block_size
         self.sketch = sketch
@@ -180,41 +213,87 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
         # NaN and infinity reach the accumulated statistics, which are checked: no extra pass.
-        Xa = as_array(X, check_finite=False)
+        Xa = as_array(X, check_finite=False, accept_sparse=True)
         check_samples(Xa, "PCA")
         n, d = Xa.shape
         limit = min(n, d)
         check_n_components(self.n_components, limit, "PCA")
         count = self.n_components if isinstance(self.n_components, numbers.Integral) else None
-        # an integer count needs only that many eigenpairs; a fraction the whole spectrum
-        k = None if count is None else count
-        solver = self.solver if self.solver != "auto" else ("covariance" if n > d else "gram")
+        sparse = is_sparse(Xa)
+        solver = self._choose_solver(n, d, count, sparse)
         if self.n_components == "mle":
             if n < d:
                 raise ValueError(
                     f"PCA: n_components='mle' is only supported if n_samples >= n_features "
                     f"(X has shape {(n, d)}); give an int or a variance fraction.")
-            if solver == "sketch":
+            if solver in ("sketch", "randomized"):
                 raise ValueError(
-                    "PCA: n_components='mle' needs the whole spectrum, which solver='sketch' "
-                    "does not compute; use solver='covariance'.")
+                    f"PCA: n_components='mle' needs the whole spectrum, which "
+                    f"solver={solver!r} does not compute; use solver='covariance'.")
+        if solver == "randomized" and count is None and self.n_components is not None:
+            raise ValueError(
+                f"PCA: solver='randomized' needs an integer n_components (got "
+                f"{self.n_components!r}): it finds the leading eigenpairs only.")
+        if sparse and solver not in ("covariance", "randomized"):
+            raise TypeError(
+                f"PCA: sparse input is supported by solver='covariance' and 'randomized' "
+                f"(implicit centring), not solver={solver!r}; choose one of those.")
+        passes = {"covariance": 1, "gram": 2, "sketch": 3 if self.refine else 2}.get(solver)
         if solver == "sketch":
             rule = ComponentRule(count=count)
             sketch = make_sketch(self, d, rule, "PCA")
             mean, eigenvalues, vectors, total = fit_pca_sketch(
                 as_dask(Xa), rule, sketch=sketch, refine=self.refine
             )
+        elif solver == "randomized":
+            # a dask array keeps its own chunks (features too): no rechunk to full rows
+            data = X.astype(Xa.dtype) if isinstance(X, da.Array) and X.ndim == 2 else Xa
+            result = fit_randomized_pca(
+                data, count if count is not None else limit,
+                seed=check_random_state(self.random_state), tol=self.tol,
+                max_iter=self.max_iter)
+            mean, eigenvalues, vectors, total = result
+            passes = result.n_passes
+        elif solver == "covariance" and sparse:
+            mean, scatter = sparse_scatter(Xa)
+            _check_finite_statistics(mean, scatter)
+            total = float(np.trace(scatter)) / (n - 1)
+            eigenvalues, vectors = top_eigh(scatter, count, overwrite=True)
         elif solver == "covariance":
-            mean, eigenvalues, vectors, total = self._fit_covariance(Xa, k)
+            mean, eigenvalues, vectors, total = self._fit_covariance(Xa, count)
         else:
-            mean, eigenvalues, vectors, total = self._fit_gram(Xa, k)
+            mean, eigenvalues, vectors, total = self._fit_gram(Xa, count)
         self.solver_ = solver
-        self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype)
+        centred = solver == "randomized" or (solver == "covariance" and not sparse)
+        self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype, centred)
+        self.n_iter_ = passes
         return self
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags: sparse input is accepted (covariance and randomized solvers)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _choose_solver(self, n: int, d: int, count: int | None, sparse: bool) -> str:
+        """Return ``solver``, or the one ``"auto"`` stands for.
+
+        An exact solver when its ``m × m`` matrix fits ``memory_budget`` (covariance for
+        ``n > d`` or sparse data, else gram), otherwise the randomized one (for an integer
+        ``n_components``).
+        """
+        if self.solver != "auto":
+            return self.solver
+        exact = "covariance" if n > d or sparse else "gram"
+        side = d if exact == "covariance" else n
+        budget = parse_size(self.memory_budget, "memory_budget", "PCA")
+        if 8 * side * side > budget and count is not None:
+            return "randomized"
+        return exact
 
     def _set_spectrum(
         self, mean: np.ndarray, eigenvalues: np.ndarray, vectors: np.ndarray, total: float,
-        n: int, d: int, dtype: np.dtype,
+        n: int, d: int, dtype: np.dtype, centred: bool,
     ) -> None:
         """Fitted attributes from the leading eigenpairs of the scatter matrix ``X_cᵀ X_c``.
 
@@ -237,8 +316,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         noise = noise_variance(variances[:found], m, limit, total)
         variances = variances[:m]
         # Sums of squares minus the squared mean leave ~1e-16 of the scale where nothing varies;
-        # the covariance solver's moments around a sample are exactly zero there.
-        floor = 0.0 if self.solver_ == "covariance" else 1e-13 * d * float(np.max(mean**2))
+        # moments around a sample or a block's mean (dense covariance, randomized) are exactly
+        # zero there.
+        floor = 0.0 if centred else 1e-13 * d * float(np.max(mean**2))
         varies = total > max(floor, np.finfo(float).tiny)
         warn_if_no_variance(varies, "PCA", "")
         self.mean_ = mean.astype(dtype)
@@ -331,14 +411,22 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         array([1., 1.])
         """
         check_is_fitted(self, "components_")
+        if is_sparse(X):
+            Xs = as_array(X, accept_sparse=True)
+            check_features(Xs, self.n_features_in_, "PCA")
+            components = self._scaled_components(Xs.dtype, inverse=False)
+            return sparse_projection(Xs, components, self.mean_.astype(Xs.dtype))
         Xd = as_dask(X)
         check_features(Xd, self.n_features_in_, "PCA")
         components = self._scaled_components(Xd.dtype, inverse=False)
         return like_input((Xd - self.mean_.astype(Xd.dtype)) @ components.T, X)
 
     def _scaled_components(self, dtype: np.dtype, *, inverse: bool) -> np.ndarray:
-        """``components_`` in ``dtype``; with ``whiten``, rows scaled for transform
-        (``1 / sqrt(λ)``) or its inverse (``sqrt(λ)``)."""
+        """Return ``components_`` in ``dtype``, whitened if asked.
+
+        With ``whiten``, rows are scaled for transform (``1 / sqrt(λ)``) or its inverse
+        (``sqrt(λ)``).
+        """
         components = self.components_.astype(dtype, copy=False)
         if not self.whiten:
             return components

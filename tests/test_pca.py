@@ -238,6 +238,7 @@ def test_mle_needs_more_samples_than_features_and_the_whole_spectrum():
 
 
 @pytest.mark.parametrize("params", [{"n_components": 4, "whiten": True},
+                                    {"n_components": 3, "solver": "randomized"},
                                     {"n_components": "mle"}])
 def test_probabilistic_model_survives_save_and_load(params, tmp_path):
     import dkpca
@@ -251,3 +252,128 @@ def test_probabilistic_model_survives_save_and_load(params, tmp_path):
     np.testing.assert_array_equal(loaded.transform(X[:5]), pca.transform(X[:5]))
     np.testing.assert_array_equal(loaded.get_precision(), pca.get_precision())
     assert loaded.score(X) == pca.score(X)
+
+
+# ------------------------------------------------------------------ sparse input (issue 32.2)
+
+
+def _sparse(n=400, d=60, density=0.05, seed=0):
+    import scipy.sparse
+
+    rng = np.random.default_rng(seed)
+    S = scipy.sparse.random(n, d, density=density, format="csr", random_state=seed)
+    return S.multiply(rng.uniform(1, 20, size=d)).tocsr()  # columns of different scales
+
+
+@pytest.mark.parametrize("solver", ["covariance", "randomized"])
+@pytest.mark.parametrize("container", ["csr", "csc", "dask"])
+def test_sparse_input_matches_dense(solver, container):
+    S = _sparse()
+    X = {"csr": S, "csc": S.tocsc(),
+         "dask": da.from_array(S, chunks=(90, -1), asarray=False)}[container]
+    ref = SkPCA(5, svd_solver="full").fit(S.toarray())
+    pca = PCA(5, solver=solver, tol=1e-12, random_state=0).fit(X)
+    np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, rtol=1e-9)
+    np.testing.assert_allclose(pca.mean_, ref.mean_, rtol=1e-12)
+    np.testing.assert_allclose(match_signs(pca.components_.T, ref.components_.T),
+                               ref.components_.T, atol=1e-8)
+    Z = pca.transform(X)
+    assert isinstance(Z, da.Array) == (container == "dask")
+    Z_ref = ref.transform(S.toarray())
+    np.testing.assert_allclose(match_signs(np.asarray(Z), Z_ref), Z_ref, atol=1e-8)
+
+
+def test_sparse_input_is_never_densified(monkeypatch):
+    import scipy.sparse
+
+    S = _sparse(300, 40)
+    for kind in (scipy.sparse.csr_matrix, scipy.sparse.csr_array):
+        monkeypatch.setattr(kind, "toarray", lambda self, *a, **k: pytest.fail("densified"))
+        monkeypatch.setattr(kind, "todense", lambda self, *a, **k: pytest.fail("densified"))
+    for solver in ["randomized"]:
+        PCA(3, solver=solver, random_state=0).fit(S).transform(S)
+
+
+# ------------------------------------------------------------ randomized solver (issue 32.1)
+
+
+def _spectrum_data(n, d, seed=0, mean=3.0):
+    rng = np.random.default_rng(seed)
+    scales = 1.0 / np.arange(1, min(n, d) + 1) ** 0.7
+    U = np.linalg.qr(rng.normal(size=(n, len(scales))))[0]
+    V = np.linalg.qr(rng.normal(size=(d, len(scales))))[0]
+    return (U * scales * 100) @ V.T + mean
+
+
+@pytest.mark.parametrize(("n", "d", "chunks"), [
+    (600, 80, None),          # tall, in memory
+    (60, 900, None),          # wide, in memory
+    (600, 80, (100, -1)),     # tall, row chunks
+    (300, 400, (70, 90)),     # both ways
+    (60, 900, (25, 200)),     # wide, both ways
+])
+def test_randomized_matches_sklearn_and_eigh(n, d, chunks):
+    X = _spectrum_data(n, d)
+    data = X if chunks is None else da.from_array(X, chunks=chunks)
+    pca = PCA(8, solver="randomized", random_state=0).fit(data)  # default tol
+    Xc = X - X.mean(axis=0)
+    small = Xc.T @ Xc if d <= n else Xc @ Xc.T
+    exact = np.linalg.eigvalsh(small)[::-1][:8] / (n - 1)
+    # the default tolerance: eigenvalue errors at most 1e-6 of the largest (in fact far less)
+    assert np.max(np.abs(pca.explained_variance_ - exact) / exact[0]) <= 1e-6
+    np.testing.assert_allclose(pca.explained_variance_, exact, rtol=1e-6)
+    ref = SkPCA(8, svd_solver="full").fit(X)
+    np.testing.assert_allclose(match_signs(pca.components_.T, ref.components_.T),
+                               ref.components_.T, atol=1e-5)
+    np.testing.assert_allclose(pca.explained_variance_ratio_, ref.explained_variance_ratio_,
+                               rtol=1e-6)
+    assert pca.solver_ == "randomized" and pca.n_iter_ >= 2
+
+
+def test_randomized_one_compute_per_pass():
+    X = da.from_array(_spectrum_data(500, 120), chunks=(100, 40))
+    calls = []
+    import dkpca.blocked
+
+    original = dkpca.blocked._progress.compute
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dkpca.blocked._progress, "compute", counting)
+        pca = PCA(5, solver="randomized", random_state=0).fit(X)
+    assert len(calls) == pca.n_iter_  # tall: statistics pass, then one compute per product
+
+
+def test_randomized_float32_and_tight_tolerance():
+    X = _spectrum_data(400, 50).astype(np.float32)
+    pca = PCA(4, solver="randomized", tol=1e-10, random_state=0).fit(X)
+    assert pca.components_.dtype == np.float32
+    ref = SkPCA(4, svd_solver="full").fit(X.astype(np.float64))
+    np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, rtol=1e-5)
+
+
+def test_auto_chooses_randomized_beyond_the_memory_budget():
+    X = _spectrum_data(200, 150)
+    assert PCA(3).fit(X).solver_ == "covariance"
+    assert PCA(3, memory_budget=8 * 100 * 100).fit(X).solver_ == "randomized"
+    # a fraction needs the whole spectrum: the exact solver even beyond the budget
+    assert PCA(0.5, memory_budget=8 * 100 * 100).fit(X).solver_ == "covariance"
+
+
+def test_randomized_refuses_what_needs_the_whole_spectrum():
+    X = _spectrum_data(200, 20)
+    with pytest.raises(ValueError, match="integer n_components"):
+        PCA(0.5, solver="randomized").fit(X)
+    with pytest.raises(ValueError, match="whole spectrum"):
+        PCA("mle", solver="randomized").fit(X)
+
+
+def test_randomized_warns_when_not_converged():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = np.random.default_rng(0).normal(size=(3000, 600))  # flat spectrum
+    with pytest.warns(ConvergenceWarning, match="did not reach"):
+        PCA(2, solver="randomized", tol=1e-12, max_iter=2, random_state=0).fit(X)

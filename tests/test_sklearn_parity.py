@@ -262,9 +262,20 @@ def test_sparse_preimages(data):
                                atol=1e-8)
 
 
-def test_pca_refuses_sparse_input_clearly():
-    with pytest.raises(ValueError, match="sparse input is not supported.*KernelPCA"):
-        PCA(2).fit(_sparse_data())
+@pytest.mark.parametrize("solver", ["gram", "sketch"])
+def test_pca_refuses_sparse_input_where_it_would_densify(solver):
+    with pytest.raises(TypeError, match="sparse input is supported by solver='covariance'"):
+        PCA(2, solver=solver).fit(_sparse_data())
+
+
+@pytest.mark.parametrize("solver", ["auto", "covariance", "randomized"])
+def test_pca_takes_sparse_input(solver):
+    S = _sparse_data()
+    dense = PCA(3, solver="covariance").fit(S.toarray())
+    sparse = PCA(3, solver=solver, tol=1e-12, random_state=0).fit(S)
+    np.testing.assert_allclose(sparse.explained_variance_, dense.explained_variance_,
+                               rtol=1e-10)
+    assert_same_up_to_sign(sparse.components_.T, dense.components_.T, atol=1e-8)
 
 
 # ------------------------------------------------------------------- zero eigenvalues, width

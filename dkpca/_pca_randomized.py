@@ -1,0 +1,327 @@
+"""The accurate randomized solver of :class:`dkpca.PCA`: block Krylov on implicitly centred data.
+
+The data ``X`` (``n × d``: numpy, ``scipy.sparse``, or a dask array of dense or sparse blocks,
+chunked along rows, features or both) is never centred in place and never densified whole.
+Every product is blocked over its chunks, one task per block, and a pass is one
+``dask.compute`` that reads every block once:
+
+* pass 0 (statistics): the mean ``μ`` and the total variance, per block then combined
+  (Chan's pairwise update, so a large mean does not cancel the variance);
+* the leading eigenpairs of the smaller of the two Gram-type matrices come from
+  :func:`dkpca.linalg.block_krylov_eigh` (block Lanczos with full reorthogonalisation and
+  thick restarts), started from a seeded Gaussian block:
+
+  - tall data (``d <= n``): the ``d × d`` scatter ``C = X_cᵀ X_c``; a pass gives ``C V`` by
+    ``P_i = X_c,i V`` then ``Σ_i X_c,iᵀ P_i`` within one graph (a row stripe of blocks is held
+    while its ``P_i`` forms), so the data are read once per product;
+  - wide data (``n < d``): the ``n × n`` matrix ``X_c X_cᵀ``; a product ``X_c (X_cᵀ U)`` is two
+    passes (``X_cᵀ U``, then ``X_c T``), and the components ``X_cᵀ U / sqrt(λ)`` one more.
+
+Centring is explicit inside a dense block (``X_ij - μ_j``, in float64, one block at a time) and
+implicit for a sparse one (``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse
+from sklearn.exceptions import ConvergenceWarning
+
+from .blocked import compute, tree_sum
+from .linalg import block_krylov_eigh, flip_signs
+
+__all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca"]
+
+logger = logging.getLogger(__name__)
+
+#: Bytes of one block (or strip) of rows when in-memory data are cut up.
+_ROW_BLOCK_BYTES = 32 * 2**20
+
+#: Up to this many rows (``min(n, d)``), the Krylov basis may grow to the whole space.
+_FULL_BASIS = 2048
+
+
+def _as_chunked(X: np.ndarray | scipy.sparse.sparray | da.Array) -> da.Array:
+    """Return ``X`` as a dask array of blocks; in-memory data are cut into row views, not copied."""
+    if isinstance(X, da.Array):
+        return X
+    n, d = X.shape
+    width = d if not scipy.sparse.issparse(X) else max(1, X.nnz // max(n, 1))
+    rows = max(1, min(n, _ROW_BLOCK_BYTES // (8 * max(width, 1))))
+    return da.from_array(X, chunks=(rows, -1), asarray=False, name=False)
+
+
+def _block_moments(block: object) -> tuple[int, np.ndarray, np.ndarray]:
+    """Rows, column mean and column sum of squared deviations of one block (float64)."""
+    if scipy.sparse.issparse(block):
+        r = block.shape[0]
+        mean = np.asarray(block.sum(axis=0), dtype=np.float64).ravel() / r
+        squares = np.asarray(block.multiply(block).sum(axis=0), dtype=np.float64).ravel()
+        return r, mean, np.maximum(squares - r * mean**2, 0.0)
+    B = np.asarray(block, dtype=np.float64)
+    mean = B.mean(axis=0)
+    return len(B), mean, ((B - mean) ** 2).sum(axis=0)
+
+
+def _combine_moments(*parts: tuple[int, np.ndarray, np.ndarray]):
+    """Chan, Golub and LeVeque's pairwise update of counts, means and squared deviations."""
+    n, mean, m2 = parts[0]
+    for r, mean_r, m2_r in parts[1:]:
+        delta = mean_r - mean
+        total = n + r
+        mean = mean + delta * (r / total)
+        m2 = m2 + m2_r + delta**2 * (n * r / total)
+        n = total
+    return n, mean, m2
+
+
+def block_statistics(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and column sums of squared deviations of a grid of blocks: one pass.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> X = np.random.default_rng(0).normal(size=(30, 4)) + 1e6
+    >>> mean, m2 = block_statistics(da.from_array(X, chunks=(7, 3)).to_delayed())
+    >>> bool(np.allclose(mean, X.mean(0)) and np.allclose(m2, X.var(0) * 30))
+    True
+    """
+    columns = []
+    for j in range(blocks.shape[1]):
+        parts = [dask.delayed(_block_moments)(b) for b in blocks[:, j]]
+        columns.append(_tree(parts, _combine_moments))
+    combined = compute(*columns)
+    mean = np.concatenate([c[1] for c in combined])
+    m2 = np.concatenate([c[2] for c in combined])
+    return mean, m2
+
+
+def _tree(parts: list, combine, split_every: int = 8):
+    step = dask.delayed(combine, pure=True)
+    while len(parts) > 1:
+        parts = [step(*parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+    return parts[0]
+
+
+def _times(block: object, V: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """``(X_ij - 1 μ_jᵀ) V_j`` in float64."""
+    if scipy.sparse.issparse(block):
+        return np.asarray(block @ V, dtype=np.float64) - mean @ V
+    return (np.asarray(block, dtype=np.float64) - mean) @ V
+
+
+def _rtimes(block: object, U: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """``(X_ij - 1 μ_jᵀ)ᵀ U_i`` in float64."""
+    if scipy.sparse.issparse(block):
+        return np.asarray(block.T @ U, dtype=np.float64) - np.outer(mean, U.sum(axis=0))
+    return (np.asarray(block, dtype=np.float64) - mean).T @ U
+
+
+def _stripe_product(P: np.ndarray, block: object, mean: np.ndarray) -> np.ndarray:
+    return _rtimes(block, P, mean)
+
+
+class _CentredOperator:
+    """Blocked products with ``X_c = X - 1 μᵀ`` over a grid of delayed blocks."""
+
+    def __init__(self, blocks: np.ndarray, row_chunks: tuple, col_chunks: tuple,
+                 mean: np.ndarray):
+        self.blocks = blocks
+        self.rows = np.cumsum((0, *row_chunks))
+        self.cols = np.cumsum((0, *col_chunks))
+        self.mean = mean
+        self.passes = 0
+
+    def _means(self, j: int) -> np.ndarray:
+        return self.mean[self.cols[j] : self.cols[j + 1]]
+
+    def times(self, V: np.ndarray) -> np.ndarray:
+        """``X_c V`` (``n × b``): one pass."""
+        stripes = []
+        for i in range(self.blocks.shape[0]):
+            parts = [dask.delayed(_times)(self.blocks[i, j], V[self.cols[j] : self.cols[j + 1]],
+                                          self._means(j)) for j in range(self.blocks.shape[1])]
+            stripes.append(tree_sum(parts))
+        self.passes += 1
+        return np.vstack(compute(*stripes))
+
+    def rtimes(self, U: np.ndarray) -> np.ndarray:
+        """``X_cᵀ U`` (``d × b``): one pass."""
+        stripes = []
+        for j in range(self.blocks.shape[1]):
+            parts = [dask.delayed(_rtimes)(self.blocks[i, j], U[self.rows[i] : self.rows[i + 1]],
+                                           self._means(j)) for i in range(self.blocks.shape[0])]
+            stripes.append(tree_sum(parts))
+        self.passes += 1
+        return np.vstack(compute(*stripes))
+
+    def scatter_times(self, V: np.ndarray) -> np.ndarray:
+        """``X_cᵀ (X_c V)`` (``d × b``): one pass, each block read once."""
+        n_rows, n_cols = self.blocks.shape
+        outputs: list[list] = [[] for _ in range(n_cols)]
+        for i in range(n_rows):
+            P = tree_sum([dask.delayed(_times)(self.blocks[i, j],
+                                               V[self.cols[j] : self.cols[j + 1]], self._means(j))
+                          for j in range(n_cols)])
+            for j in range(n_cols):
+                outputs[j].append(dask.delayed(_stripe_product)(P, self.blocks[i, j],
+                                                                self._means(j)))
+        self.passes += 1
+        return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
+
+
+class _InMemoryOperator:
+    """The same products on in-memory data, strip by strip on the client (BLAS threads)."""
+
+    def __init__(self, X: object, mean: np.ndarray):
+        self.X, self.mean, self.passes = X, mean, 0
+        n, d = X.shape
+        width = d if not scipy.sparse.issparse(X) else max(1, X.nnz // max(n, 1))
+        self.step = max(1, _ROW_BLOCK_BYTES // (8 * width))
+
+    def _strips(self):
+        for start in range(0, self.X.shape[0], self.step):
+            yield slice(start, start + self.step), self.X[start : start + self.step]
+
+    def times(self, V: np.ndarray) -> np.ndarray:
+        self.passes += 1
+        return np.vstack([_times(block, V, self.mean) for _, block in self._strips()])
+
+    def rtimes(self, U: np.ndarray) -> np.ndarray:
+        self.passes += 1
+        return sum(_rtimes(block, U[rows], self.mean) for rows, block in self._strips())
+
+    def scatter_times(self, V: np.ndarray) -> np.ndarray:
+        self.passes += 1
+        return sum(_rtimes(block, _times(block, V, self.mean), self.mean)
+                   for _, block in self._strips())
+
+
+class RandomizedResult:
+    """Mean, eigenvalues of ``X_cᵀ X_c``, unit directions and total variance, with diagnostics.
+
+    Attributes
+    ----------
+    mean : (d,) array
+    eigenvalues : (k,) array, descending
+    vectors : (d, k) array
+    total : float
+        Trace of the covariance (``n - 1`` in the denominator).
+    n_passes : int
+        Passes over the data, the statistics pass included.
+    converged : bool
+    residual : float
+    """
+
+    def __init__(self, mean, eigenvalues, vectors, total, n_passes, converged, residual):
+        self.mean, self.eigenvalues, self.vectors, self.total = mean, eigenvalues, vectors, total
+        self.n_passes, self.converged, self.residual = n_passes, converged, residual
+
+    def __iter__(self):
+        return iter((self.mean, self.eigenvalues, self.vectors, self.total))
+
+
+def fit_randomized_pca(
+    X: np.ndarray | scipy.sparse.sparray | da.Array,
+    k: int,
+    *,
+    seed: np.random.SeedSequence,
+    tol: float = 1e-6,
+    max_iter: int = 100,
+    oversampling: int | None = None,
+    max_basis: int | None = None,
+) -> RandomizedResult:
+    """Leading ``k`` principal directions of ``X`` by block Krylov on the centred data.
+
+    Parameters
+    ----------
+    X : numpy array, scipy.sparse matrix or dask array (dense or sparse blocks), (n, d)
+        Any chunking; never copied whole nor densified.
+    k : int
+        Components wanted, at most ``min(n, d)``.
+    seed : numpy.random.SeedSequence
+        Seeds the Gaussian starting block.
+    tol : float, default=1e-6
+        Largest residual ``||A u - θ u||``, relative to the first eigenvalue ``θ_1``. Every
+        returned eigenvalue is then within ``tol · θ_1`` of a true one (and, with a gap
+        ``g`` to the rest of the spectrum, within ``tol² θ_1² / g``).
+    max_iter : int, default=100
+        Most products with the operator.
+    oversampling : int, optional
+        Extra columns in the block: by default ``max(10, k // 2)``.
+    max_basis : int, optional
+        Most basis columns kept on the client (thick restart beyond); by default
+        the whole space when ``min(n, d) <= 2048``, else ``12 b``.
+
+    Returns
+    -------
+    RandomizedResult
+        Unpacks as ``mean, eigenvalues, vectors, total``.
+
+    Notes
+    -----
+    Memory on the client: two ``m × max_basis`` arrays (``m = min(n, d)``) and one
+    ``max(n, d) × b`` block; in a task, one dense block in float64 (tall data: one row stripe
+    of blocks). Work: ``O(nnz(X) · b)`` per pass, ``O(m · max_basis · b)`` on the client.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(300, 40)) * np.linspace(5, 1, 40)
+    >>> result = fit_randomized_pca(X, 3, seed=np.random.SeedSequence(0), tol=1e-10)
+    >>> exact = np.linalg.eigvalsh(np.cov(X, rowvar=False) * 299)[::-1][:3]
+    >>> bool(np.allclose(result.eigenvalues, exact, rtol=1e-10))
+    True
+    """
+    n, d = X.shape
+    chunked = _as_chunked(X)
+    blocks = chunked.to_delayed()
+    mean, m2 = block_statistics(blocks)
+    if not (np.isfinite(mean).all() and np.isfinite(m2).all()):
+        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
+    total = float(m2.sum()) / (n - 1)
+    if isinstance(X, da.Array):
+        operator = _CentredOperator(blocks, chunked.chunks[0], chunked.chunks[1], mean)
+    else:
+        operator = _InMemoryOperator(X, mean)
+    operator.passes = 1
+    side = min(n, d)
+    width = min(side, k + (oversampling if oversampling is not None else max(10, k // 2)))
+    if max_basis is not None:
+        basis_cap = max(max_basis, min(side, 2 * width))
+    elif side <= _FULL_BASIS:  # small: the basis may span the whole space (no restart)
+        basis_cap = side
+    else:
+        basis_cap = min(side, 12 * width)
+    start = np.random.default_rng(seed).standard_normal((side, width))
+    if d <= n:
+        matmul = operator.scatter_times
+    else:
+        def matmul(U: np.ndarray) -> np.ndarray:
+            return operator.times(operator.rtimes(U))
+    result = block_krylov_eigh(matmul, start, k, tol=tol, max_iter=max_iter,
+                               max_basis=basis_cap if basis_cap < side else None)
+    eigenvalues = np.maximum(result.eigenvalues, 0.0)
+    if d <= n:
+        vectors = result.eigenvectors
+    else:  # w = X_cᵀ u / sqrt(λ); directions without variance are completed by the caller
+        positive = eigenvalues > max(eigenvalues[0], 0.0) * 1e-12 if len(eigenvalues) else []
+        vectors = operator.rtimes(result.eigenvectors[:, positive]) / np.sqrt(
+            eigenvalues[positive])
+        vectors = flip_signs(vectors)
+        eigenvalues = eigenvalues[positive]
+    if not result.converged:
+        warnings.warn(
+            f"PCA: the randomized solver did not reach tol={tol:g} in max_iter={max_iter} "
+            f"passes (residual {result.residual:.3g}); raise max_iter or tol.",
+            ConvergenceWarning, stacklevel=3)
+    logger.info("randomized PCA: %d passes over the data, residual %.3g",
+                operator.passes, result.residual)
+    return RandomizedResult(mean, eigenvalues, vectors, total, operator.passes,
+                            result.converged, result.residual)
+
