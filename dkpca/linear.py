@@ -113,8 +113,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     n_components_, n_samples_, n_features_in_ : int
     solver_ : str
     n_iter_ : int
-        Passes over the data (for the randomized solver, its statistics pass and every
-        product).
+        Passes over the data: for the randomized solver its statistics pass and every
+        product, for the others the passes they make at most.
 
     See Also
     --------
@@ -400,7 +400,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         Returns
         -------
-        (n_samples, n_components_) array
+        (n_samples, n_components) array
 
         Examples
         --------
@@ -442,7 +442,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         Parameters
         ----------
-        Z : array-like or dask array, (n_samples, n_components_)
+        Z : array-like or dask array, (n_samples, n_components)
 
         Returns
         -------
