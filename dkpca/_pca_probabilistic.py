@@ -34,7 +34,7 @@ import scipy.special
 from ._estimator import check_features, like_input
 from ._typing import ArrayLike
 from ._validation import check_is_fitted
-from .io import as_dask
+from .io import as_array, as_dask, is_sparse
 
 __all__ = ["ProbabilisticMixin", "minka_log_evidence", "minka_rank", "noise_variance"]
 
@@ -151,6 +151,16 @@ def minka_rank(spectrum: np.ndarray, n_samples: int) -> int:
     return int(np.argmax(evidence)) + 1
 
 
+def _dense_blocks(X: object) -> da.Array:
+    """Sparse rows as a dask array of dense row blocks (one block densified at a time)."""
+    if not isinstance(X, da.Array):
+        rows = max(1, 2**22 // max(X.shape[1], 1))
+        X = da.from_array(X, chunks=(rows, -1), asarray=False)
+    X = X.rechunk({1: -1})
+    return X.map_blocks(lambda block: block.toarray(), dtype=X.dtype,
+                        meta=np.empty((0, 0), dtype=X.dtype))
+
+
 class ProbabilisticMixin:
     """``get_covariance``, ``get_precision``, ``score_samples`` and ``score`` of a fitted PCA.
 
@@ -219,11 +229,12 @@ class ProbabilisticMixin:
     def score_samples(self, X: ArrayLike) -> np.ndarray | da.Array:
         """Log-likelihood of every sample under the fitted model.
 
-        Lazy for dask input, numpy otherwise.
+        Lazy for dask input, numpy otherwise. Sparse input is densified one block of rows
+        at a time.
 
         Parameters
         ----------
-        X : array-like or dask array, (n_samples, n_features)
+        X : array-like, sparse matrix or dask array, (n_samples, n_features)
 
         Returns
         -------
@@ -238,7 +249,7 @@ class ProbabilisticMixin:
         (3,)
         """
         check_is_fitted(self, "components_")
-        Xd = as_dask(X)
+        Xd = _dense_blocks(as_array(X, accept_sparse=True)) if is_sparse(X) else as_dask(X)
         check_features(Xd, self.n_features_in_, "PCA")
         d = self.n_features_in_
         residual = Xd.astype(np.float64) - self.mean_.astype(np.float64)

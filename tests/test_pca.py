@@ -266,11 +266,12 @@ def _sparse(n=400, d=60, density=0.05, seed=0):
 
 
 @pytest.mark.parametrize("solver", ["covariance", "randomized"])
-@pytest.mark.parametrize("container", ["csr", "csc", "dask"])
+@pytest.mark.parametrize("container", ["csr", "csc", "dask", "dask-2d"])
 def test_sparse_input_matches_dense(solver, container):
     S = _sparse()
     X = {"csr": S, "csc": S.tocsc(),
-         "dask": da.from_array(S, chunks=(90, -1), asarray=False)}[container]
+         "dask": da.from_array(S, chunks=(90, -1), asarray=False),
+         "dask-2d": da.from_array(S, chunks=(90, 25), asarray=False)}[container]
     ref = SkPCA(5, svd_solver="full").fit(S.toarray())
     pca = PCA(5, solver=solver, tol=1e-12, random_state=0).fit(X)
     np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, rtol=1e-9)
@@ -278,9 +279,11 @@ def test_sparse_input_matches_dense(solver, container):
     np.testing.assert_allclose(match_signs(pca.components_.T, ref.components_.T),
                                ref.components_.T, atol=1e-8)
     Z = pca.transform(X)
-    assert isinstance(Z, da.Array) == (container == "dask")
+    assert isinstance(Z, da.Array) == container.startswith("dask")
     Z_ref = ref.transform(S.toarray())
     np.testing.assert_allclose(match_signs(np.asarray(Z), Z_ref), Z_ref, atol=1e-8)
+    scores = pca.score_samples(X)
+    np.testing.assert_allclose(np.asarray(scores), ref.score_samples(S.toarray()), rtol=1e-8)
 
 
 def test_sparse_input_is_never_densified(monkeypatch):
