@@ -23,8 +23,11 @@ implicit for a sparse one (``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j
 
 from __future__ import annotations
 
+import itertools
 import logging
 import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import dask
 import dask.array as da
@@ -68,7 +71,9 @@ def _block_moments(block: object) -> tuple[int, np.ndarray, np.ndarray]:
     return len(B), mean, ((B - mean) ** 2).sum(axis=0)
 
 
-def _combine_moments(*parts: tuple[int, np.ndarray, np.ndarray]):
+def _combine_moments(
+    *parts: tuple[int, np.ndarray, np.ndarray],
+) -> tuple[int, np.ndarray, np.ndarray]:
     """Chan, Golub and LeVeque's pairwise update of counts, means and squared deviations."""
     n, mean, m2 = parts[0]
     for r, mean_r, m2_r in parts[1:]:
@@ -101,7 +106,8 @@ def block_statistics(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, m2
 
 
-def _tree(parts: list, combine, split_every: int = 8):
+def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
+    """Combine delayed parts in a tree of ``split_every``-way ``combine`` calls."""
     step = dask.delayed(combine, pure=True)
     while len(parts) > 1:
         parts = [step(*parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
@@ -122,10 +128,6 @@ def _rtimes(block: object, U: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return (np.asarray(block, dtype=np.float64) - mean).T @ U
 
 
-def _stripe_product(P: np.ndarray, block: object, mean: np.ndarray) -> np.ndarray:
-    return _rtimes(block, P, mean)
-
-
 class _CentredOperator:
     """Blocked products with ``X_c = X - 1 μᵀ`` over a grid of delayed blocks."""
 
@@ -135,17 +137,28 @@ class _CentredOperator:
         self.rows = np.cumsum((0, *row_chunks))
         self.cols = np.cumsum((0, *col_chunks))
         self.mean = mean
+        self._mean_keys: list | None = None
         self.passes = 0
 
-    def _means(self, j: int) -> np.ndarray:
-        return self.mean[self.cols[j] : self.cols[j + 1]]
+    def _means(self, j: int) -> object:
+        if self._mean_keys is None:  # one graph key per feature stripe, shared by its tasks
+            self._mean_keys = [dask.delayed(self.mean[a:b], traverse=False)
+                               for a, b in itertools.pairwise(self.cols)]
+        return self._mean_keys[j]
+
+    def _stripes(self, V: np.ndarray) -> list:
+        """Cut ``V`` by feature stripe, each piece one key of the graph.
+
+        A distributed scheduler then sends a piece to a worker once, not once per task.
+        """
+        return [dask.delayed(V[a:b], traverse=False) for a, b in itertools.pairwise(self.cols)]
 
     def times(self, V: np.ndarray) -> np.ndarray:
         """``X_c V`` (``n × b``): one pass."""
-        stripes = []
+        stripes, pieces = [], self._stripes(V)
         for i in range(self.blocks.shape[0]):
-            parts = [dask.delayed(_times)(self.blocks[i, j], V[self.cols[j] : self.cols[j + 1]],
-                                          self._means(j)) for j in range(self.blocks.shape[1])]
+            parts = [dask.delayed(_times)(self.blocks[i, j], pieces[j], self._means(j))
+                     for j in range(self.blocks.shape[1])]
             stripes.append(tree_sum(parts))
         self.passes += 1
         return np.vstack(compute(*stripes))
@@ -164,13 +177,12 @@ class _CentredOperator:
         """``X_cᵀ (X_c V)`` (``d × b``): one pass, each block read once."""
         n_rows, n_cols = self.blocks.shape
         outputs: list[list] = [[] for _ in range(n_cols)]
+        pieces = self._stripes(V)
         for i in range(n_rows):
-            P = tree_sum([dask.delayed(_times)(self.blocks[i, j],
-                                               V[self.cols[j] : self.cols[j + 1]], self._means(j))
+            P = tree_sum([dask.delayed(_times)(self.blocks[i, j], pieces[j], self._means(j))
                           for j in range(n_cols)])
             for j in range(n_cols):
-                outputs[j].append(dask.delayed(_stripe_product)(P, self.blocks[i, j],
-                                                                self._means(j)))
+                outputs[j].append(dask.delayed(_rtimes)(self.blocks[i, j], P, self._means(j)))
         self.passes += 1
         return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
 
@@ -184,7 +196,7 @@ class _InMemoryOperator:
         width = d if not scipy.sparse.issparse(X) else max(1, X.nnz // max(n, 1))
         self.step = max(1, _ROW_BLOCK_BYTES // (8 * width))
 
-    def _strips(self):
+    def _strips(self) -> Iterator[tuple[slice, object]]:
         for start in range(0, self.X.shape[0], self.step):
             yield slice(start, start + self.step), self.X[start : start + self.step]
 
@@ -202,8 +214,11 @@ class _InMemoryOperator:
                    for _, block in self._strips())
 
 
+@dataclass
 class RandomizedResult:
     """Mean, eigenvalues of ``X_cᵀ X_c``, unit directions and total variance, with diagnostics.
+
+    Unpacks as ``mean, eigenvalues, vectors, total``.
 
     Attributes
     ----------
@@ -216,13 +231,19 @@ class RandomizedResult:
         Passes over the data, the statistics pass included.
     converged : bool
     residual : float
+        Largest relative residual of the returned pairs (see
+        :func:`dkpca.linalg.block_krylov_eigh`).
     """
 
-    def __init__(self, mean, eigenvalues, vectors, total, n_passes, converged, residual):
-        self.mean, self.eigenvalues, self.vectors, self.total = mean, eigenvalues, vectors, total
-        self.n_passes, self.converged, self.residual = n_passes, converged, residual
+    mean: np.ndarray
+    eigenvalues: np.ndarray
+    vectors: np.ndarray
+    total: float
+    n_passes: int
+    converged: bool
+    residual: float
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator:
         return iter((self.mean, self.eigenvalues, self.vectors, self.total))
 
 
@@ -323,5 +344,5 @@ def fit_randomized_pca(
     logger.info("randomized PCA: %d passes over the data, residual %.3g",
                 operator.passes, result.residual)
     return RandomizedResult(mean, eigenvalues, vectors, total, operator.passes,
-                            result.converged, result.residual)
+                            result.converged, float(result.residual))
 

@@ -380,3 +380,14 @@ def test_randomized_warns_when_not_converged():
     X = np.random.default_rng(0).normal(size=(3000, 600))  # flat spectrum
     with pytest.warns(ConvergenceWarning, match="did not reach"):
         PCA(2, solver="randomized", tol=1e-12, max_iter=2, random_state=0).fit(X)
+
+
+@pytest.mark.distributed
+def test_randomized_on_a_distributed_cluster(client):
+    X = _spectrum_data(400, 90)
+    local = PCA(4, solver="randomized", tol=1e-10, random_state=0).fit(X)
+    remote = PCA(4, solver="randomized", tol=1e-10, random_state=0).fit(
+        da.from_array(X, chunks=(100, 30)))
+    np.testing.assert_allclose(remote.explained_variance_, local.explained_variance_,
+                               rtol=1e-9)
+    np.testing.assert_allclose(remote.components_, local.components_, atol=1e-7)
