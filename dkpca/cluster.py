@@ -135,10 +135,12 @@ def tls_security(
 
 
 def dask_setup(worker: object) -> None:
-    """Preload of the embedded cluster's worker processes: they ignore SIGINT.
+    """Preload of the embedded cluster's worker processes: quiet about what the command reports.
 
-    Distributed runs it in each worker process's main thread once the worker started, so it
-    also covers a worker its nanny restarts; see :func:`_workers_ignore_sigint`.
+    They ignore SIGINT (see :func:`_workers_ignore_sigint`), and a task's error is not logged
+    by the worker with its traceback: the error reaches the command, which reports it in one
+    line (``--debug``: with its traceback). Distributed runs this in each worker process's
+    main thread once the worker started, so it also covers a worker its nanny restarts.
 
     Parameters
     ----------
@@ -146,6 +148,11 @@ def dask_setup(worker: object) -> None:
         The worker that started (unused).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.getLogger("distributed.worker").addFilter(_not_a_task_error)
+
+
+def _not_a_task_error(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Compute Failed")
 
 
 @contextlib.contextmanager

@@ -164,16 +164,26 @@ class KernelTiles:
         return sum(len(pairs) for pairs in self._pairs)
 
     def _source_blocks(self, X: Any, rows: int) -> list:
-        """The data's row blocks: in memory locally, futures on a cluster (sent once)."""
+        """The data's row blocks: in memory locally, futures on a cluster (sent once).
+
+        The recipe is kept (the caller's array, or the blocks' graph) so that a block lost with
+        a worker can be sent or computed again.
+        """
         if isinstance(X, da.Array):
-            blocks, _ = tile_blocks(X, rows)
+            self._recipe, _ = tile_blocks(X, rows)
             if self._client is None:
-                return list(compute(*blocks))
-            return self._client.compute(blocks)
-        blocks = [X[start:stop] for start, stop in self.bounds]
-        if self._client is None:
-            return blocks
-        return self._client.scatter(blocks, hash=False)
+                return list(compute(*self._recipe))
+        else:
+            self._recipe = [X[start:stop] for start, stop in self.bounds]
+            if self._client is None:
+                return self._recipe
+        return [self._send(k) for k in range(len(self._recipe))]
+
+    def _send(self, k: int) -> Any:
+        """A future of row block ``k`` on the cluster: scattered, or computed there."""
+        if isinstance(self._recipe[k], np.ndarray) or not hasattr(self._recipe[k], "dask"):
+            return self._client.scatter(self._recipe[k], hash=False)
+        return self._client.compute(self._recipe[k])
 
     def _build(self, holder: Holder, pairs: list[tuple[int, int]]) -> Any:
         ids = sorted({i for pair in pairs for i in pair})
@@ -229,10 +239,13 @@ class KernelTiles:
         client = self._client
         for attempt in range(MAX_RECOVERIES + 1):
             try:
-                shared = client.scatter(V, broadcast=True, hash=False)
+                # One copy of V to each holder, sent directly (a broadcast scatter would do
+                # the same, but logs an event that distributed cannot serialise).
                 return client.gather([
-                    client.submit(state_product, state, shared, h.nthreads,
-                                  workers=[h.address], allow_other_workers=True, pure=False)
+                    client.submit(state_product, state,
+                                  client.scatter(V, workers=[h.address], hash=False),
+                                  h.nthreads, workers=[h.address], allow_other_workers=True,
+                                  pure=False)
                     for h, state in zip(self.holders, self.states, strict=True)])
             except _LOST as err:
                 if attempt == MAX_RECOVERIES:
@@ -247,9 +260,9 @@ class KernelTiles:
         client = self._client
         client.wait_for_workers(1, timeout=60)
         workers = sorted(client.scheduler_info(n_workers=-1)["workers"].items())
-        lost_blocks = [k for k, f in enumerate(self._source) if f.status != "finished"]
-        if lost_blocks:  # only scattered in-memory data can be lost for good
-            raise RuntimeError(f"lost the data blocks {lost_blocks} with a worker; refit")
+        for k, block in enumerate(self._source):  # scattered data is gone with its worker
+            if block.status in ("lost", "cancelled", "error"):
+                self._source[k] = self._send(k)
         alive = {address for address, _ in workers}
         for k, (holder, state) in enumerate(zip(self.holders, self.states, strict=True)):
             if state.status == "finished" and holder.address in alive:
@@ -264,10 +277,11 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
     """What a computation raises when a worker it needed died."""
     errors: list[type[BaseException]] = [concurrent.futures.CancelledError]
     try:
+        from distributed.comm import CommClosedError
         from distributed.scheduler import KilledWorker
     except ImportError:
         return tuple(errors)
-    return (*errors, KilledWorker)
+    return (*errors, KilledWorker, CommClosedError)
 
 
 _LOST = _lost_errors()

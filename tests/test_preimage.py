@@ -188,6 +188,7 @@ def test_a_landmark_model_from_format_1_refuses_preimages(semicircles, tmp_path)
     group = zarr.open_group(path, mode="r+")
     meta = dict(group.attrs["dkpca"], format_version=1)
     del meta["attributes"]["basis_"]["fields"]["mean_coef"]
+    del meta["checksums"]  # format 1 recorded none
     group.attrs["dkpca"] = meta
     old = dkpca.load(path)
     np.testing.assert_allclose(old.transform(X[:5]), kp.transform(X[:5]))

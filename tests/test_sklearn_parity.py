@@ -12,7 +12,7 @@ from sklearn.metrics.pairwise import pairwise_kernels, rbf_kernel
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import dkpca
-import dkpca.tiles
+import dkpca._tile_values
 from dkpca import PCA, KernelPCA
 from dkpca.generalization import Renormalizer
 from dkpca.tiles import evaluate_tile
@@ -244,7 +244,7 @@ def test_sparse_data_is_never_densified_whole(monkeypatch):
         seen.append(scipy.sparse.issparse(Xi) and scipy.sparse.issparse(Xj))
         return evaluate_tile(kernel, Xi, Xj, dtype)
 
-    monkeypatch.setattr(dkpca.tiles, "evaluate_tile", spy)
+    monkeypatch.setattr(dkpca._tile_values, "evaluate_tile", spy)
     KernelPCA(3, kernel="rbf", gamma=0.5, solver="randomized", random_state=0,
               block_size=8 * 50 * 50).fit(_sparse_data(200))
     assert len(seen) > 1 and all(seen)
