@@ -4,6 +4,8 @@ parallel analysis, Shannon entropy, the rules of thumb and the result object."""
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 
 import dask
 import dask.array as da
@@ -90,6 +92,30 @@ def test_centred_eigenvalues_match_eigh_of_the_centred_kernel():
         K = np.exp(-cdist(X, X, "sqeuclidean") / (2 * sigma2))
         expected = np.sort(scipy.linalg.eigvalsh(H @ K @ H))[::-1][:10]
         np.testing.assert_allclose(got[row], expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(("n", "n_widths"), [(1000, 1), (480, 2)])
+def test_spectra_let_other_threads_run_while_lapack_works(n, n_widths):
+    """Draws run as threads: the eigensolver must release the GIL, or they take turns.
+
+    While a thread holds the GIL through a solve (as scipy.linalg.eigh does, and numpy's
+    eigensolvers for a single matrix of order <= 500), this thread stalls for nearly the whole
+    call, or half of it with two solves; the best of three trials keeps a busy machine's
+    scheduling from failing the test.
+    """
+    D = squared_distances(np.random.default_rng(0).normal(size=(n, 2)))
+    widths = np.linspace(1.0, 2.0, n_widths)
+    stalls = []
+    for _ in range(3):
+        worker = threading.Thread(target=centred_rbf_eigenvalues, args=(D, widths, 5))
+        ticks = [time.perf_counter()]
+        worker.start()
+        while worker.is_alive():
+            time.sleep(0.0005)  # needs the GIL back to go on
+            ticks.append(time.perf_counter())
+        worker.join()
+        stalls.append(np.diff(ticks).max() / (ticks[-1] - ticks[0]))
+    assert min(stalls) < 0.25, stalls
 
 
 # --- the ordered fill and the triangle inequality --------------------------------------------
@@ -215,6 +241,20 @@ def test_same_result_on_threads_and_on_a_distributed_client(client, method):
                                   distributed.table["noise_eigenvalues"])
     assert (threaded.sigma2, threaded.n_components) == (distributed.sigma2,
                                                          distributed.n_components)
+
+
+@pytest.mark.parametrize("method", ["mdd", "kpa"])
+def test_same_result_on_one_and_on_two_threads(method):
+    X, _, _ = make_semicircles(150, random_state=2)
+    options = {"n_draws": 6, "n_train": 50, "sigma2_grid": [0.5, 2.0, 8.0], "random_state": 3}
+    results = []
+    for workers in (1, 2):
+        with dask.config.set(scheduler="threads", num_workers=workers):
+            results.append(select_model(X, method, **options))
+    one, two = results
+    for name in ("data_eigenvalues", "noise_eigenvalues", "information"):
+        np.testing.assert_array_equal(one.table[name], two.table[name])
+    assert (one.sigma2, one.n_components) == (two.sigma2, two.n_components)
 
 
 def test_kpa_draws_permute_each_feature():

@@ -9,11 +9,13 @@ each matrix of squared distances is computed once and reused across the whole gr
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from dkpca.blocked import center_kernel_inplace
 
 __all__ = ["centred_rbf_eigenvalues", "squared_distances"]
+
+#: numpy's eigensolvers release the GIL only when (matrices in the call) × order > 500.
+_GIL_FREE_ROWS = 501
 
 
 def squared_distances(X: np.ndarray) -> np.ndarray:
@@ -66,6 +68,14 @@ def centred_rbf_eigenvalues(
     tridiagonal reduction dominates), and Lanczos crawls on the clustered spectra of noise
     kernels at small ``σ²``.
 
+    Maintenance note: the draws run as tasks on threads, so the solve must release the GIL.
+    :func:`scipy.linalg.eigh` holds it for the whole LAPACK call; :func:`numpy.linalg.eigvalsh`
+    (LAPACK ``syevd``, the same eigenvalues as scipy's ``driver="evd"`` bit for bit) releases
+    it, but only when its matrices times their order exceed 500 (numpy's threshold for small
+    loops). Matrices of order ``n <= 500`` are therefore solved in stacks of
+    ``⌈501 / n⌉`` widths; each matrix's eigenvalues do not depend on the stack.
+    ``tests/test_selection.py`` checks that another thread runs during the solves.
+
     Examples
     --------
     At a tiny width the kernel matrix is the identity, and centring leaves ``n - 1`` unit
@@ -75,16 +85,20 @@ def centred_rbf_eigenvalues(
     >>> centred_rbf_eigenvalues(D, np.array([1e-6]), 2)
     array([[1., 1.]])
     """
-    k = min(int(n_eigenvalues), sq_distances.shape[0])
+    n = sq_distances.shape[0]
+    k = min(int(n_eigenvalues), n)
     out = np.empty((len(sigma2_grid), k))
-    K = np.empty_like(sq_distances, dtype=np.float64)
-    for row, sigma2 in enumerate(sigma2_grid):
-        np.multiply(sq_distances, -0.5 / float(sigma2), out=K)
-        np.exp(K, out=K)
-        row_means = K.mean(axis=0)
-        center_kernel_inplace(K, row_means, float(row_means.mean()))
-        # LAPACK reads the upper triangle (lower=False), the part that was centred.
-        values = scipy.linalg.eigh(K, lower=False, eigvals_only=True, overwrite_a=True,
-                                   check_finite=False, driver="evr")
-        out[row] = values[::-1][:k]
+    stack = min(len(sigma2_grid), -(-_GIL_FREE_ROWS // n))
+    K = np.empty((stack, n, n))
+    for start in range(0, len(sigma2_grid), stack):
+        widths = sigma2_grid[start : start + stack]
+        kernels = K[: len(widths)]
+        for K_s, sigma2 in zip(kernels, widths, strict=True):
+            np.multiply(sq_distances, -0.5 / float(sigma2), out=K_s)
+            np.exp(K_s, out=K_s)
+            row_means = K_s.mean(axis=0)
+            center_kernel_inplace(K_s, row_means, float(row_means.mean()))
+        # LAPACK reads the upper triangles, the parts that were centred.
+        values = np.linalg.eigvalsh(kernels, UPLO="U")
+        out[start : start + len(widths)] = values[:, ::-1][:, :k]
     return out
