@@ -21,10 +21,10 @@ __all__ = [
     "SKETCH_CONSTRAINTS",
     "check_features",
     "check_samples",
-    "warn_if_no_variance",
     "like_input",
     "make_sketch",
     "parse_size",
+    "warn_if_no_variance",
 ]
 
 

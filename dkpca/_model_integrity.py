@@ -71,7 +71,7 @@ class DamagedModelError(ValueError):
 
 
 def _damaged(location: Any, part: str, problem: str) -> DamagedModelError:
-    """The one error for any damage: the model, the damaged ``part``, what is wrong, the fix."""
+    """Return the one error for any damage: the model, the damaged ``part``, the problem, the fix."""
     return DamagedModelError(f"{location} is a damaged dkpca model: {part} {problem}. "
                              f"Refit or restore it (from a copy).")
 
@@ -93,7 +93,7 @@ def _chunk_slices(shape: tuple[int, ...], chunks: tuple[int, ...]):
 
 
 def _chunk_crcs(values: np.ndarray, chunks: tuple[int, ...]) -> list[int]:
-    """The checksum of each chunk of ``values`` in a Zarr array of chunk shape ``chunks``."""
+    """Return the checksum of each chunk of ``values`` in a Zarr array of chunk shape ``chunks``."""
     return [_crc(values[where]) for _, where in _chunk_slices(values.shape, chunks)]
 
 
@@ -106,7 +106,7 @@ def _block_crc(block: np.ndarray) -> np.ndarray:
 
 
 def _record(array: zarr.Array, crcs: list[int]) -> dict[str, Any]:
-    """What is recorded of a saved array: its shape, dtype, chunk shape and chunk checksums."""
+    """Record a saved array: its shape, dtype, chunk shape and chunk checksums."""
     return {"shape": list(array.shape), "dtype": np.dtype(array.dtype).str,
             "chunks": list(array.chunks), _CHECKSUM: [int(c) for c in crcs]}
 
@@ -126,7 +126,7 @@ def _description_crc(meta: Mapping[str, Any]) -> int:
 
 
 def _checksum_arrays(group: zarr.Group, skip: str) -> dict[str, dict[str, Any]]:
-    """Records of every array under ``group`` but those under ``skip``, read back (small ones)."""
+    """Return the records of every array under ``group`` but ``skip``, read back (small ones)."""
     return {path: _record(node, _chunk_crcs(np.asarray(node[...]), node.chunks))
             for path, node in group.members(max_depth=None)
             if isinstance(node, zarr.Array) and not path.startswith(f"{skip}/")}
@@ -148,7 +148,7 @@ def _seal(group: zarr.Group, meta: dict[str, Any], arrays: dict[str, Any]) -> di
 
 def _checksums(meta: Mapping[str, Any], location: Location, prefix: str
                ) -> Mapping[str, Any] | None:
-    """A description's recorded checksums; ``None`` for a model saved before they were."""
+    """Return a description's recorded checksums; ``None`` for a model saved before them."""
     checksums = meta.get("checksums")
     if checksums is None:
         return None
@@ -186,7 +186,7 @@ class _VerifiedChunks:
 
 
 def _chunk_key(array: zarr.Array, index: tuple[int, ...]) -> str:
-    """The store key of a chunk (``c/0/1``), as Zarr names it."""
+    """Return the store key of a chunk (``c/0/1``), as Zarr names it."""
     return array.metadata.chunk_key_encoding.encode_chunk_key(index)
 
 
@@ -230,11 +230,11 @@ class _VerifiedReader:
         self.checksums = checksums
 
     def child(self, prefix: str, checksums: Mapping[str, Any] | None) -> _VerifiedReader:
-        """A reader of the group ``prefix`` whose checksums are ``checksums``."""
+        """Return a reader of the group ``prefix`` whose checksums are ``checksums``."""
         return type(self)(self.in_memory_bytes, self.location, prefix, checksums)
 
     def node(self, group: zarr.Group, key: str, path: str, kind: str) -> Any:
-        """The member ``key`` of ``group`` (at ``path`` in the model); damage when unreadable."""
+        """Return the member ``key`` of ``group`` (at ``path`` in the model); damage if unreadable."""
         shown = self.prefix + (f"{path}/{key}" if path else key)
         try:
             node = group[key]
@@ -298,7 +298,7 @@ class _VerifiedReader:
         return "a chunk"
 
     def array(self, group: zarr.Group, key: str, path: str) -> np.ndarray | da.Array:
-        """An array in memory, or (above ``in_memory``) a dask array verified as it is read."""
+        """Return an array in memory, or (above ``in_memory``) a dask array verified as read."""
         array, record, shown = self.open(group, key, path)
         if array.nbytes <= self.in_memory_bytes or array.ndim == 0:
             return self.read(group, key, path)

@@ -42,9 +42,9 @@ import dask
 import numpy as np
 from dask.sizeof import sizeof
 
+from ._tile_values import StoredTile
 from .kernels import Kernel
 from .linalg import single_threaded_blas
-from ._tile_values import StoredTile
 
 __all__ = [
     "Holder",
@@ -62,7 +62,7 @@ MAX_RECOVERIES = 3
 
 
 def active_client() -> Any:
-    """The ``distributed.Client`` that dask's current scheduler belongs to, or ``None``.
+    """Return the ``distributed.Client`` of dask's current scheduler, or ``None``.
 
     ``dask.config.set(scheduler="threads")`` runs on threads even where a client exists, as
     every other dask computation does.
@@ -105,7 +105,7 @@ class Holder:
 
 
 def holders() -> list[Holder]:
-    """The holders under dask's current scheduler: each worker, or this process.
+    """Return the holders under dask's current scheduler: each worker, or this process.
 
     Examples
     --------
@@ -201,8 +201,11 @@ def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
 
 
 def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, float, int]:
-    """``(lo, high, low, trace, bytes)``: row sums of rows ``lo:n`` of a cached holder's tiles
-    as a double-double (see :func:`two_sum_into`), their trace and their memory."""
+    """Sum a cached holder's tiles: ``(lo, high, low, trace, bytes)``.
+
+    Row sums of rows ``lo:n`` as a double-double (see :func:`two_sum_into`), the tiles' trace
+    and their memory.
+    """
     n, lo = state.bounds[-1][1], state.lo
     high, low, trace = np.zeros(n - lo), np.zeros(n - lo), 0.0
     for (i, j), tile in zip(state.pairs, state.tiles or (), strict=True):
@@ -240,8 +243,11 @@ def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray) -> None:
 
 def state_product(state: HolderState, V: np.ndarray,
                   threads: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """``(lo, high, low)``: the product of every held tile with ``V``, rows ``lo:n``, as a
-    double-double sum ``high + low`` (see :func:`two_sum_into`)."""
+    """Multiply every held tile by ``V``: ``(lo, high, low)``.
+
+    Rows ``lo:n`` of the product, as a double-double sum ``high + low`` (see
+    :func:`two_sum_into`).
+    """
     n, lo = state.bounds[-1][1], state.lo
     high, low = np.zeros((n - lo, V.shape[1])), np.zeros((n - lo, V.shape[1]))
     locks = [threading.Lock() for _ in state.bounds]

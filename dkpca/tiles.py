@@ -164,7 +164,7 @@ class KernelTiles:
         return sum(len(pairs) for pairs in self._pairs)
 
     def _source_blocks(self, X: Any, rows: int) -> list:
-        """The data's row blocks: in memory locally, futures on a cluster (sent once).
+        """Return the data's row blocks: in memory locally, futures on a cluster (sent once).
 
         The recipe is kept (the caller's array, or the blocks' graph) so that a block lost with
         a worker can be sent or computed again.
@@ -180,7 +180,7 @@ class KernelTiles:
         return [self._send(k) for k in range(len(self._recipe))]
 
     def _send(self, k: int) -> Any:
-        """A future of row block ``k`` on the cluster: scattered, or computed there."""
+        """Return a future of row block ``k`` on the cluster: scattered, or computed there."""
         if isinstance(self._recipe[k], np.ndarray) or not hasattr(self._recipe[k], "dask"):
             return self._client.scatter(self._recipe[k], hash=False)
         return self._client.compute(self._recipe[k])
@@ -274,7 +274,7 @@ class KernelTiles:
 
 
 def _lost_errors() -> tuple[type[BaseException], ...]:
-    """What a computation raises when a worker it needed died."""
+    """Return what a computation raises when a worker it needed died."""
     errors: list[type[BaseException]] = [concurrent.futures.CancelledError]
     try:
         from distributed.comm import CommClosedError

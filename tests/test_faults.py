@@ -182,7 +182,7 @@ def test_cached_tiles_of_a_killed_worker_are_recomputed(client, arrays, monkeypa
             holders = client.who_has(distributed.futures_of(self.states))
             held = {worker for workers in holders.values() for worker in workers}
             killed["victim"] = victim = min(held)
-            killed["tiles"] = sum(len(pairs) for pairs, state in zip(self._pairs, self.states)
+            killed["tiles"] = sum(len(pairs) for pairs, state in zip(self._pairs, self.states, strict=True)
                                   if victim in holders[state.key])
             os.kill(pids[victim], signal.SIGKILL)
         return original(self, V)

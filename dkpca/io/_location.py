@@ -107,9 +107,10 @@ class Location:
         return self.kind() != "missing"
 
     def kind(self) -> PathKind:
-        """What is at this place: ``"missing"``, ``"zarr"`` (a store), ``"file"``, ``"folder"``
-        (a folder, or an object-store prefix, that is not a Zarr store) or ``"other"`` (a
-        device, a socket...).
+        """Tell what is at this place.
+
+        ``"missing"``, ``"zarr"`` (a store), ``"file"``, ``"folder"`` (a folder, or an
+        object-store prefix, that is not a Zarr store) or ``"other"`` (a device, a socket...).
 
         Every reader and writer asks this first, so that each kind gets its documented
         behaviour rather than whatever error the first file operation happens to raise.

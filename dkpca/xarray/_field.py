@@ -150,7 +150,7 @@ class FieldModel:
         self.nan_policy = nan_policy
 
     def __repr__(self) -> str:
-        """The class name and the parameters that differ from their defaults.
+        """Return the class name and the parameters that differ from their defaults.
 
         Examples
         --------
@@ -628,7 +628,7 @@ def _columns(mask: np.ndarray, hits: np.ndarray) -> np.ndarray:
 
 
 def _short_repr(value: Any) -> str:
-    """A one-line repr of a parameter value (a DataArray as its dimensions and sizes)."""
+    """Return a one-line repr of a parameter value (a DataArray as its dimensions and sizes)."""
     if isinstance(value, xr.DataArray):
         sizes = ", ".join(f"{d}: {n}" for d, n in value.sizes.items())
         return f"<DataArray ({sizes})>"

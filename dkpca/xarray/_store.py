@@ -142,7 +142,7 @@ def read_field(group: zarr.Group, encoded: dict[str, Any], estimator: Any,
                        weights=_weights(group, encoded["weights"], read),
                        standardize=encoded["standardize"], nan_policy=encoded["nan_policy"])
     if not isinstance(model.standardize, bool):
-        raise ValueError(f"standardize={model.standardize!r} is not a boolean")
+        raise ValueError(f"standardize={model.standardize!r} is not a boolean")  # noqa: TRY004
     layout = GridLayout(encoded["kind"], tuple(encoded["sample_dims"]))
     for i, variable in enumerate(encoded["variables"]):
         template = _read_array(group, variable, read)
