@@ -22,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -31,7 +32,6 @@ import sys
 import time
 
 import numpy as np
-
 from _common import environment, markdown_table, print_environment, wait_for_quiet
 
 
@@ -85,9 +85,24 @@ class _PassLog(logging.Handler):
             self.seconds.append(float(record.args[1]))
 
 
-def _child(config: str, n: int, d: int, queue) -> None:
+@contextlib.contextmanager
+def _scheduler(config: str, cores: int):
+    """The configuration's scheduler: local threads, or a client of a ``LocalCluster``."""
     import dask
 
+    if config.startswith("threads:"):
+        with dask.config.set(scheduler="threads", num_workers=cores):
+            yield
+        return
+    from distributed import Client, LocalCluster
+
+    workers, threads = map(int, config.split("x"))
+    with (LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
+                       dashboard_address=":0") as cluster, Client(cluster)):
+        yield
+
+
+def _child(config: str, n: int, d: int, queue) -> None:
     import dkpca
     from dkpca.solvers.randomized import AUTO_BLOCK_WIDTH
 
@@ -102,26 +117,13 @@ def _child(config: str, n: int, d: int, queue) -> None:
     def fit(data):
         return dkpca.KernelPCA(10, random_state=0).fit(data)
 
-    if config.startswith("threads:"):
-        with dask.config.set(scheduler="threads", num_workers=cores):
-            fit(X[: n // 10])
-            passes.seconds.clear()
-            wait_for_quiet(0.3, patience=30.0)
-            start = time.perf_counter()
-            model = fit(X)
-            elapsed = time.perf_counter() - start
-    else:
-        from distributed import Client, LocalCluster
-
-        workers, threads = map(int, config.split("x"))
-        with (LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                           dashboard_address=":0") as cluster, Client(cluster)):
-            fit(X[: n // 10])
-            passes.seconds.clear()
-            wait_for_quiet(0.3, patience=30.0)
-            start = time.perf_counter()
-            model = fit(X)
-            elapsed = time.perf_counter() - start
+    with _scheduler(config, cores):
+        fit(X[: n // 10])
+        passes.seconds.clear()
+        wait_for_quiet(0.3, patience=30.0)
+        start = time.perf_counter()
+        model = fit(X)
+        elapsed = time.perf_counter() - start
     queue.put({"config": config, "cores": cores, "fit_s": elapsed, "solver": model.solver_,
                "passes": len(passes.seconds),
                "pass_s": statistics.median(passes.seconds) if passes.seconds else float("nan"),
