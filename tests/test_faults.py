@@ -125,9 +125,12 @@ def undisturbed(client, arrays):
 def test_fit_survives_a_killed_worker(client, arrays, undisturbed):
     reference, _ = undisturbed
     train, _ = arrays
-    started = time.monotonic()
-    # let the first passes run, so that the kill lands in the middle of the fit
-    with WorkerKiller(client, ready=lambda: time.monotonic() - started > 1.0) as killer:
+    # kill a worker while it multiplies its tiles, so that the kill lands in the middle of a pass
+    def in_a_pass() -> bool:
+        return any("state_product" in str(key)
+                   for keys in client.processing().values() for key in keys)
+
+    with WorkerKiller(client, ready=in_a_pass) as killer:
         model = _fit(train)
         finished = time.monotonic()
     killer.check(finished)
