@@ -17,8 +17,9 @@ from typing import Any
 
 __all__ = ["add_parser", "run"]
 
-#: The ``--solver`` values linear PCA takes: its own choice (covariance or Gram), or a sketch.
-PCA_SOLVERS = ("auto", "sketch")
+#: The ``--solver`` values linear PCA takes: its own choice (covariance, Gram, or randomized
+#: when neither fits), the accurate randomized solver for very wide grids, or a sketch.
+PCA_SOLVERS = ("auto", "randomized", "sketch")
 
 #: Positions, in standard deviations of the training scores, of the written patterns.
 PATTERN_POSITIONS = (-2.0, -1.0, 1.0, 2.0)
@@ -53,8 +54,11 @@ def add_parser(commands: Any, parents: list, options: list[Callable]) -> None:
                        help="NaNs scattered among valid data: raise (default), leave out "
                             "their samples, or their grid points")
     group.add_argument("--method", choices=["pca", "kpca"], default="pca",
-                       help="pca (EOFs, default; --solver auto or sketch, with --sketch, "
-                            "--sketch-dim) or kpca (kernel PCA: every model option)")
+                       help="pca (EOFs, default; --solver auto, randomized or sketch, with "
+                            "--sketch, --sketch-dim, --whiten) or kpca (kernel PCA: every "
+                            "model option)")
+    group.add_argument("--whiten", action="store_true",
+                       help="pca: scores of unit variance (scikit-learn's whiten)")
     group.add_argument("--patterns", action="store_true",
                        help="also write PCA's patterns at ±1, ±2 standard deviations "
                             "(always written for kpca)")
@@ -85,11 +89,13 @@ def _estimator(args: argparse.Namespace, kernel_pca: Callable[[argparse.Namespac
     from dkpca.linear import PCA
 
     if args.method == "kpca":
+        if args.whiten:
+            raise UsageError("--whiten applies to --method pca")
         return kernel_pca(args)
     if args.solver not in PCA_SOLVERS:
         raise UsageError(f"--solver {args.solver} is a kernel PCA solver (--method kpca); "
                          f"--method pca takes --solver {' or '.join(PCA_SOLVERS)}")
-    model = PCA(n_components=args.n_components, solver=args.solver,
+    model = PCA(n_components=args.n_components, solver=args.solver, whiten=args.whiten,
                 min_relative_eigenvalue=args.min_relative_eigenvalue, sketch=args.sketch,
                 sketch_dim=args.sketch_dim, random_state=args.random_state)
     validate_params(model.get_params(), model._parameter_constraints, "PCA")  # as fit would

@@ -108,8 +108,22 @@ def test_solver_options_reach_the_model(store, tmp_path, capsys):
     assert (params["solver"], params["sketch"], params["sketch_dim"]) == ("sketch", "hashing", 12)
 
 
+@pytest.mark.distributed
+def test_randomized_whitened_eofs_reach_the_model(ocean, store, tmp_path):
+    out, saved = tmp_path / "w.zarr", tmp_path / "w-model.zarr"
+    assert main(["fields", str(store), "--variable", "sst", "--solver", "randomized",
+                 "--whiten", "--n-components", "3", "--random-state", "0", "--out", str(out),
+                 "--save-model", str(saved), *CLUSTER]) == 0
+    params = dkpca.load(saved).model_.get_params()
+    assert (params["solver"], params["whiten"]) == ("randomized", True)
+    reference = FieldModel(dkpca.PCA(3, solver="covariance", whiten=True), "time").fit(ocean.sst)
+    scores = xr.open_zarr(out, consolidated=False).scores.values
+    np.testing.assert_allclose(np.abs(scores), np.abs(reference.scores_), atol=1e-6)
+    np.testing.assert_allclose(scores.std(axis=0, ddof=1), 1.0, rtol=1e-6)
+
+
 def test_kernel_solver_with_linear_pca_is_refused(store, tmp_path, capsys):
     out = tmp_path / "r.zarr"
     assert main(["fields", str(store), "--solver", "nystrom", "--out", str(out), *CLUSTER]) == 2
-    assert "--method pca takes --solver auto or sketch" in capsys.readouterr().err
+    assert "--method pca takes --solver auto or randomized or sketch" in capsys.readouterr().err
     assert not out.exists()
