@@ -88,17 +88,23 @@ def pytest_collection_modifyitems(items) -> None:
             item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
 
 
+#: The scikit-learn test file each suite module runs, for the summary.
+SKLEARN_SUITES = {"test_sklearn_suite.py": "test_kernel_pca.py on dkpca.KernelPCA",
+                  "test_sklearn_pca_suite.py": "test_pca.py on dkpca.PCA"}
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    """Print the tally of scikit-learn's own KernelPCA tests run against dkpca."""
-    tally: dict[str, list[str]] = {}
+    """Print the tally of each of scikit-learn's own test files run against dkpca."""
+    tallies: dict[str, dict[str, list[str]]] = {}
     for outcome in ("passed", "failed", "xfailed", "xpassed", "skipped", "error"):
         for report in terminalreporter.stats.get(outcome, []):
             if "sklearn_suite" in getattr(report, "keywords", {}):
+                module = report.nodeid.split("::")[0].rpartition("/")[2]
+                tally = tallies.setdefault(SKLEARN_SUITES.get(module, module), {})
                 tally.setdefault(outcome, []).append(report.nodeid.split("::")[-1])
-    if not tally:
-        return
-    counts = ", ".join(f"{len(names)} {outcome}" for outcome, names in tally.items())
-    terminalreporter.write_sep("-", f"scikit-learn's test_kernel_pca.py on dkpca: {counts}")
-    for outcome in ("failed", "xfailed", "xpassed", "error"):
-        for name in tally.get(outcome, []):
-            terminalreporter.write_line(f"{outcome.upper()}: {name}")
+    for suite, tally in sorted(tallies.items()):
+        counts = ", ".join(f"{len(names)} {outcome}" for outcome, names in tally.items())
+        terminalreporter.write_sep("-", f"scikit-learn's {suite}: {counts}")
+        for outcome in ("failed", "xfailed", "xpassed", "error"):
+            for name in tally.get(outcome, []):
+                terminalreporter.write_line(f"{outcome.upper()}: {name}")
