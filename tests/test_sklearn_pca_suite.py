@@ -17,7 +17,6 @@ counterpart: dkpca never writes into ``X``, and its Krylov solver adapts its pas
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import numpy as np
 import pytest
 import sklearn
 import sklearn.decomposition
+from _sklearn_suites import load_suite, suite_tests
 
 import dkpca
 
@@ -108,15 +108,7 @@ def mapped_pca(
 
 
 def _load_suite() -> Any:
-    spec = importlib.util.spec_from_file_location("sklearn_test_pca", SUITE)
-    module = importlib.util.module_from_spec(spec)
-    original = sklearn.decomposition.PCA
-    sklearn.decomposition.PCA = mapped_pca  # read at the module's import only
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sklearn.decomposition.PCA = original
-    return module
+    return load_suite(SUITE, "PCA", mapped_pca)
 
 
 @pytest.fixture
@@ -132,9 +124,7 @@ def global_dtype(request: pytest.FixtureRequest) -> type:
 
 
 def _collect() -> dict[str, Any]:
-    return {name: pytest.mark.sklearn_suite(function)
-            for name, function in vars(_load_suite()).items()
-            if name.startswith("test_") and callable(function)}
+    return suite_tests(_load_suite())
 
 
 def test_suite_was_found() -> None:

@@ -10,13 +10,13 @@ summary prints the module's tally (see ``conftest.py``).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sklearn
 import sklearn.decomposition
+from _sklearn_suites import load_suite, suite_tests
 
 import dkpca
 
@@ -79,15 +79,7 @@ def mapped_kernel_pca(
 
 
 def _load_suite() -> Any:
-    spec = importlib.util.spec_from_file_location("sklearn_test_kernel_pca", SUITE)
-    module = importlib.util.module_from_spec(spec)
-    original = sklearn.decomposition.KernelPCA
-    sklearn.decomposition.KernelPCA = mapped_kernel_pca  # read at the module's import only
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sklearn.decomposition.KernelPCA = original
-    return module
+    return load_suite(SUITE, "KernelPCA", mapped_kernel_pca)
 
 
 @pytest.fixture
@@ -97,9 +89,7 @@ def global_random_seed() -> int:
 
 
 def _collect() -> dict[str, Any]:
-    return {name: pytest.mark.sklearn_suite(function)
-            for name, function in vars(_load_suite()).items()
-            if name.startswith("test_") and callable(function)}
+    return suite_tests(_load_suite())
 
 
 def test_suite_was_found() -> None:
