@@ -175,10 +175,9 @@ def _sizeof_state(state: HolderState) -> int:  # distributed's memory accounting
     return state.nbytes
 
 
-def _largest_first(state: HolderState) -> list[int]:
-    sizes = [(state.bounds[i][1] - state.bounds[i][0]) * (state.bounds[j][1] - state.bounds[j][0])
-             for i, j in state.pairs]
-    return sorted(range(len(state.pairs)), key=lambda k: -sizes[k])
+def _largest_first(bounds: list[tuple[int, int]], pairs: list[tuple[int, int]]) -> list[int]:
+    sizes = [(bounds[i][1] - bounds[i][0]) * (bounds[j][1] - bounds[j][0]) for i, j in pairs]
+    return sorted(range(len(pairs)), key=lambda k: -sizes[k])
 
 
 def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
@@ -195,8 +194,7 @@ def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
         tiles[k] = StoredTile.evaluate(kernel, rows[i], rows[j], dtype, i == j)
 
     with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
-        list(pool.map(evaluate, _largest_first(HolderState(kernel, dtype, bounds, pairs, {},
-                                                           None))))
+        list(pool.map(evaluate, _largest_first(bounds, pairs)))
     return HolderState(kernel, dtype, bounds, pairs, {}, tiles)
 
 
@@ -272,5 +270,5 @@ def state_product(state: HolderState, V: np.ndarray,
             add(j, parts[1])
 
     with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
-        list(pool.map(multiply, _largest_first(state)))
+        list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))
     return lo, high, low

@@ -149,6 +149,8 @@ class KernelTiles:
         self._pairs = [p for _, p in kept]
         self._source = self._source_blocks(X, rows)
         self.states: list = [self._build(h, p) for h, p in kept]
+        if self._client is None:  # the states hold what they need; only a cluster recovers
+            self._source = self._recipe = []
         self.row_sums: np.ndarray | None = None
         self.trace: float | None = None
         self.nbytes = 0
@@ -236,24 +238,23 @@ class KernelTiles:
         return high + low
 
     def _distributed_product(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        client = self._client
-        for attempt in range(MAX_RECOVERIES + 1):
+        for _ in range(MAX_RECOVERIES):
             try:
-                # One copy of V to each holder, sent directly (a broadcast scatter would do
-                # the same, but logs an event that distributed cannot serialise).
-                return client.gather([
-                    client.submit(state_product, state,
-                                  client.scatter(V, workers=[h.address], hash=False),
-                                  h.nthreads, workers=[h.address], allow_other_workers=True,
-                                  pure=False)
-                    for h, state in zip(self.holders, self.states, strict=True)])
+                return self._product_tasks(V)
             except _LOST as err:
-                if attempt == MAX_RECOVERIES:
-                    raise
                 logger.warning("kernel tiles lost with a worker (%s: %s); evaluating them again",
                                type(err).__name__, err)
                 self._recover()
-        raise AssertionError("unreachable")
+        return self._product_tasks(V)
+
+    def _product_tasks(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        client = self._client
+        # One copy of V to each holder, sent directly (a broadcast scatter would do the same,
+        # but logs an event that distributed cannot serialise).
+        return client.gather([
+            client.submit(state_product, state, client.scatter(V, workers=[h.address], hash=False),
+                          h.nthreads, workers=[h.address], allow_other_workers=True, pure=False)
+            for h, state in zip(self.holders, self.states, strict=True)])
 
     def _recover(self) -> None:
         """Rebuild every holder whose state (or the data it needs) was lost, on live workers."""
