@@ -149,10 +149,19 @@ def dask_setup(worker: object) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.getLogger("distributed.worker").addFilter(_not_a_task_error)
+    # A task still running when the command closes the cluster after an error is cancelled,
+    # and the worker's state machine warns of it: the command's own line says what happened.
+    logging.getLogger("distributed.worker.state_machine").addFilter(_not_a_cancelled_task)
 
 
 def _not_a_task_error(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("Compute Failed")
+
+
+def _not_a_cancelled_task(record: logging.LogRecord) -> bool:
+    message = str(record.msg)
+    return not (message.startswith("Async instruction for")
+                and message.endswith("ended with CancelledError"))
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import gc
 import ipaddress
+import logging
 from pathlib import Path
 
 import dask
@@ -236,3 +237,29 @@ def test_running_tls_scheduler_refuses_certificate_from_another_ca(tls_client, t
         connect(tls_client.scheduler.address, security=stranger),
     ):
         pass
+
+
+def test_worker_preload_keeps_task_errors_and_cancellations_off_the_terminal(monkeypatch):
+    # The command reports a failure in one line; the worker's own log of the failed task, and
+    # of the tasks the closing cluster cancels, would print before it (seen in CI: a
+    # "Async instruction ... ended with CancelledError" warning ahead of the NaN error).
+    import signal
+
+    from dkpca.cluster import dask_setup
+
+    monkeypatch.setattr(signal, "signal", lambda *args: None)
+    for name in ("distributed.worker", "distributed.worker.state_machine"):
+        monkeypatch.setattr(logging.getLogger(name), "filters", [])
+    dask_setup(None)
+
+    def shown(name, message):
+        record = logging.LogRecord(name, logging.WARNING, __file__, 0, message, None, None)
+        return logging.getLogger(name).filter(record)
+
+    assert not shown("distributed.worker", "Compute Failed\nKey: x")
+    assert not shown("distributed.worker.state_machine",
+                     "Async instruction for <Task cancelled name='execute(x)'> ended with "
+                     "CancelledError")
+    assert shown("distributed.worker", "Worker is at 90% memory usage")
+    assert shown("distributed.worker.state_machine",
+                 "Unhandled exception in async instruction for <Task>")
