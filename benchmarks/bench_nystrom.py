@@ -229,8 +229,8 @@ def _phases(n: int, m: int, use_zarr: bool) -> dict[str, Any]:
     top_eigh(R.T @ K_LL @ R, K, overwrite=True)
     times["m × m eigenproblems"] = time.perf_counter() - start
     start = time.perf_counter()
-    basis = fit_nystrom(kernel, X, landmarks, ComponentRule.from_params(K, None),
-                        block_bytes=block_bytes)
+    basis, _ = fit_nystrom(kernel, X, landmarks, ComponentRule.from_params(K, None),
+                           block_bytes=block_bytes)
     times["fit (all of it)"] = time.perf_counter() - start
     start = time.perf_counter()
     compute(basis.transform(X).sum(axis=0))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
+from collections.abc import Callable
+from types import MethodType
 from typing import Any
 
 import dask.array as da
@@ -19,6 +22,7 @@ __all__ = [
     "N_COMPONENTS",
     "SIZE",
     "SKETCH_CONSTRAINTS",
+    "available_when",
     "check_features",
     "check_samples",
     "like_input",
@@ -146,3 +150,43 @@ def make_sketch(estimator: Any, n_max: int, rule: ComponentRule, owner: str) -> 
         )
     return Sketch(estimator.sketch, q, check_random_state(estimator.random_state),
                   estimator.n_hashes)
+
+
+class available_when:
+    """A method that exists only when ``check(instance)`` passes; ``check`` raises otherwise.
+
+    scikit-learn's ``available_if`` does the same but replaces the check's message with "has
+    no attribute"; here the ``AttributeError`` that ``check`` raises reaches the caller as it
+    is, so ``hasattr`` is false and a call says why and what to do instead.
+
+    Examples
+    --------
+    >>> class Model:
+    ...     solver = "exact"
+    ...     def _incremental(self):
+    ...         if self.solver != "nystrom":
+    ...             raise AttributeError("partial_fit needs solver='nystrom'")
+    ...     @available_when(_incremental)
+    ...     def partial_fit(self, X):
+    ...         return self
+    >>> hasattr(Model(), "partial_fit")
+    False
+    >>> Model().partial_fit
+    Traceback (most recent call last):
+    ...
+    AttributeError: partial_fit needs solver='nystrom'
+    """
+
+    def __init__(self, check: Callable[[Any], Any]):
+        self.check = check
+
+    def __call__(self, method: Callable) -> available_when:
+        self.method = method
+        functools.update_wrapper(self, method)
+        return self
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:  # on the class: the plain function (docs, introspection)
+            return self.method
+        self.check(instance)
+        return MethodType(self.method, instance)

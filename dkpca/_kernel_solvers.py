@@ -22,14 +22,18 @@ from ._validation import check_random_state
 from .blocked import compute
 from .io import as_array, is_lazy
 from .kernels import Kernel
+from .moments import RowStatistics
 from .solvers import (
     ComponentRule,
     KernelBasis,
+    as_landmarks,
     fit_exact,
     fit_nystrom,
     fit_randomized,
     fit_sketch,
     incomplete_cholesky,
+    landmark_statistics,
+    nystrom_basis,
     select_fixed_size,
     select_landmarks,
 )
@@ -37,8 +41,10 @@ from .solvers import (
 __all__ = [
     "EXACT_MAX_SAMPLES",
     "FLOAT32_MIN_TOL",
+    "INCREMENTAL_SOLVERS",
     "RANDOMIZED_MAX_ITER",
     "SolverRun",
+    "continue_landmarks",
     "resolve_cache_dtype",
     "resolve_sketch_method",
     "resolve_solver",
@@ -61,14 +67,23 @@ FLOAT32_MIN_TOL = 1e-6
 #: Solvers whose landmarks are training points chosen from the kernel alone.
 _LANDMARK_SOLVERS = ("nystrom", "fixed_size", "icf")
 
+#: Solvers that are a sum over rows once their landmarks are fixed: ``partial_fit`` continues them.
+INCREMENTAL_SOLVERS = ("nystrom", "fixed_size")
+
 
 @dataclass
 class SolverRun:
-    """What a fit needs from the solver: the basis, eigenvectors and passes over the kernel."""
+    """What a fit needs from the solver: the basis, eigenvectors and passes over the kernel.
+
+    ``statistics`` are what ``partial_fit`` continues from (Nyström and fixed-size with the
+    feature map), ``None`` for the solvers that need every row at once; ``vectors`` is
+    ``None`` after ``partial_fit``, which keeps no rows.
+    """
 
     basis: KernelBasis
-    vectors: np.ndarray | da.Array
+    vectors: np.ndarray | da.Array | None
     n_iter: int
+    statistics: RowStatistics | None = None
 
 
 def training_data(est: Any, X: Any) -> Any:
@@ -167,6 +182,9 @@ def _check_input_space(est: Any, solver: str, kernel: Kernel) -> None:
     """Refuse what needs the input space when the kernel matrix was given instead."""
     if not isinstance(kernel, PrecomputedKernel):
         return
+    if est.landmarks is not None:
+        raise ValueError("KernelPCA: landmarks are points of the input space, which a "
+                         "precomputed kernel does not have; choose them by sampling instead.")
     if solver == "fixed_size" or (solver == "nystrom" and est.sampling == "kmeans"):
         what = "solver='fixed_size'" if solver == "fixed_size" else "sampling='kmeans'"
         raise ValueError(
@@ -175,20 +193,35 @@ def _check_input_space(est: Any, solver: str, kernel: Kernel) -> None:
         )
 
 
-def _fit_landmarks(
+def _given_landmarks(est: Any, X: da.Array) -> np.ndarray | None:
+    """``est.landmarks`` as an ``(m, d)`` array in ``X``'s dtype, checked; ``None`` if not given."""
+    if est.landmarks is None:
+        return None
+    given = est.landmarks
+    landmarks = as_landmarks(given if scipy.sparse.issparse(given) else np.asarray(given),
+                             X.dtype)
+    if landmarks.ndim != 2 or landmarks.shape[1] != X.shape[1] or landmarks.shape[0] < 1:
+        raise ValueError(
+            f"KernelPCA: landmarks must be an (m, {X.shape[1]}) array of points in X's space, "
+            f"got shape {landmarks.shape}.")
+    if not scipy.sparse.issparse(landmarks) and not np.isfinite(landmarks).all():
+        raise ValueError("KernelPCA: landmarks contain NaN or infinity.")
+    return landmarks
+
+
+def choose_landmarks(
     est: Any, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
-) -> tuple[KernelBasis, int]:
-    """Nyström kernel PCA on landmarks chosen by ``solver``; returns it and its passes."""
+) -> tuple[Any, int]:
+    """Return the nystrom or fixed-size solver's landmarks (given, or chosen in ``X``).
+
+    With them, the fit's passes (``n_iter_``): the fixed-size selection's iterations, else 1.
+    """
+    given = _given_landmarks(est, X)
+    if given is not None:
+        _check_rank(rule, given.shape[0], "the number of landmarks")
+        return given, 1
     n = X.shape[0]
     rng = np.random.default_rng(check_random_state(est.random_state))
-    if solver == "icf":
-        rank = est.max_rank if est.max_rank is not None else min(n, 1000)
-        icf = incomplete_cholesky(kernel, X, tol=est.icf_tol, max_rank=rank)
-        est.residual_trace_ = np.array(icf.trace_history)
-        _check_rank(rule, icf.rank, "the ICF rank")
-        R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
-        basis = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes, feature_map=R)
-        return basis, icf.n_passes + 1
     m = est.n_landmarks if est.n_landmarks is not None else min(n, 1000)
     if m > n:
         raise ValueError(f"KernelPCA: n_landmarks={m} exceeds the {n} samples.")
@@ -197,13 +230,60 @@ def _fit_landmarks(
         result = select_fixed_size(X, m, est.selection, rng=rng, gamma=est.entropy_gamma,
                                    tol=est.tol, max_iter=est.max_iter or 20)
         est.entropy_trace_ = result.entropy_trace
-        landmarks, passes = result.landmarks, len(result.entropy_trace)
-    else:
-        landmarks = select_landmarks(kernel, X, m, est.sampling, rng=rng, block_bytes=block_bytes)
-        passes = 1
+        return result.landmarks, len(result.entropy_trace)
+    return select_landmarks(kernel, X, m, est.sampling, rng=rng, block_bytes=block_bytes), 1
+
+
+def _fit_landmarks(
+    est: Any, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
+) -> tuple[KernelBasis, RowStatistics | None, int]:
+    """Nyström kernel PCA on landmarks chosen by ``solver``; its statistics and passes."""
+    if solver == "icf":
+        if est.landmarks is not None:
+            raise ValueError("KernelPCA: landmarks apply to the nystrom and fixed_size solvers; "
+                             "icf chooses its pivots from the kernel.")
+        n = X.shape[0]
+        rank = est.max_rank if est.max_rank is not None else min(n, 1000)
+        icf = incomplete_cholesky(kernel, X, tol=est.icf_tol, max_rank=rank)
+        est.residual_trace_ = np.array(icf.trace_history)
+        _check_rank(rule, icf.rank, "the ICF rank")
+        R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
+        basis, _ = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes,
+                               feature_map=R)
+        return basis, None, icf.n_passes + 1
+    landmarks, passes = choose_landmarks(est, solver, kernel, X, rule, block_bytes)
     method = est.nystrom_method if solver == "nystrom" else "feature_map"
-    basis = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes, method=method)
-    return basis, passes
+    basis, statistics = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
+                                    method=method)
+    return basis, statistics, passes
+
+
+def continue_landmarks(
+    est: Any, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
+) -> SolverRun:
+    """One ``partial_fit`` call of the nystrom or fixed-size solver on the batch ``X``.
+
+    The first call (``est`` not fitted) fixes the landmarks (given, or chosen in this batch);
+    later calls keep the fitted ones and merge this batch's statistics into the model's.
+    """
+    fitted = getattr(est, "basis_", None)
+    if fitted is None:
+        landmarks, passes = choose_landmarks(est, est.solver, kernel, X, rule, block_bytes)
+        previous = None
+    else:
+        landmarks, passes = fitted.basis, 1
+        previous = getattr(est, "row_statistics_", None)
+        if previous is None:
+            raise ValueError(
+                f"KernelPCA: this model keeps no row statistics to continue from (fitted by "
+                f"solver={est.solver_!r} with nystrom_method={est.nystrom_method!r}, or saved "
+                f"in model format 2); fit it again with solver='nystrom' or 'fixed_size', or "
+                f"start a new model with partial_fit.")
+    _check_rank(rule, landmarks.shape[0], "the number of landmarks")
+    batch = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes)
+    statistics = batch if previous is None else previous.merge(batch)
+    basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes)
+    return SolverRun(basis, None, passes, statistics)
 
 
 def run_solver(
@@ -236,13 +316,13 @@ def run_solver(
         )
         return SolverRun(basis, vectors, 2 if est.refine else 1)
     if solver in _LANDMARK_SOLVERS:
-        basis, passes = _fit_landmarks(est, solver, kernel, X, rule, block_bytes)
+        basis, statistics, passes = _fit_landmarks(est, solver, kernel, X, rule, block_bytes)
         with np.errstate(divide="ignore", invalid="ignore"):  # zero columns stay zero
             scale = np.where(basis.eigenvalues > 0, 1 / np.sqrt(basis.eigenvalues), 0.0)
         vectors = basis.transform(X) * scale  # lazy: n x k
         if not lazy:
             (vectors,) = compute(vectors)
-        return SolverRun(basis, vectors, passes)
+        return SolverRun(basis, vectors, passes, statistics)
     basis, vectors, result = fit_randomized(
         kernel, X, rule, seed=check_random_state(est.random_state), block_bytes=block_bytes,
         max_memory=cache_memory, cache_dtype=resolve_cache_dtype(est, X.dtype),

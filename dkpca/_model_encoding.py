@@ -37,10 +37,11 @@ from dkpca._model_integrity import (
 )
 from dkpca.blocked import compute
 from dkpca.kernels import Kernel, kernel_from_config
+from dkpca.moments import RowStatistics
 from dkpca.solvers import KernelBasis
 
 #: The fitted-state dataclasses that a saved model may name (its estimators: dkpca.persistence).
-_DATACLASSES: dict[str, type] = {"KernelBasis": KernelBasis}
+_DATACLASSES: dict[str, type] = {"KernelBasis": KernelBasis, "RowStatistics": RowStatistics}
 
 #: The CSR parts of a sparse matrix, each saved as an array of the sparse group.
 _CSR_PARTS = ("data", "indices", "indptr")

@@ -12,6 +12,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 import psutil
+import scipy.sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from ._estimator import (
@@ -19,13 +20,21 @@ from ._estimator import (
     NYSTROM_CONSTRAINTS,
     SIZE,
     SKETCH_CONSTRAINTS,
+    available_when,
     check_features,
     check_samples,
     like_input,
     parse_size,
     warn_if_no_variance,
 )
-from ._kernel_solvers import resolve_solver, run_solver, training_data
+from ._kernel_solvers import (
+    INCREMENTAL_SOLVERS,
+    SolverRun,
+    continue_landmarks,
+    resolve_solver,
+    run_solver,
+    training_data,
+)
 from ._precomputed import PrecomputedKernel
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
@@ -37,7 +46,7 @@ from ._validation import (
     check_random_state,
     validate_params,
 )
-from .io import as_dask, is_lazy
+from .io import as_array, as_dask, is_lazy
 from .kernels import Kernel, get_kernel
 from .linear import PCA
 from .preimage import PreimageMixin
@@ -149,6 +158,12 @@ default="auto"
         subspace (exact eigenvalues there; no mixing of close eigenvectors).
     n_landmarks : int, optional
         Nyström solver: the number of landmarks ``m``; by default ``min(n_samples, 1000)``.
+    landmarks : array-like (m, n_features), optional
+        Nyström and fixed-size solvers: use these points as the landmarks instead of choosing
+        them (``n_landmarks``, ``sampling`` and ``selection`` are then unused). Two models
+        with the same landmarks are the same fit, whether by :meth:`fit` or by
+        :meth:`partial_fit` over batches. A saved model keeps them as ``landmarks_`` (the
+        parameter itself is saved as ``None``).
     sampling : {"uniform", "diagonal", "column_norm", "kmeans"}, default="uniform"
         Nyström solver: how landmarks are chosen: uniformly, with probability ``∝ k(x, x)²``
         (eq. 64), ``∝ Σ_j k(x, x_j)²`` (eq. 65; one pass over the kernel), or as k-means
@@ -220,11 +235,19 @@ default="auto"
     eigenvectors_ : ndarray (n_samples, n_components)
         Unit eigenvectors of the centred training kernel matrix (of its approximation for
         the sketch and Nyström solvers). Nyström on lazy input keeps them lazy: a dask array.
+        Absent after :meth:`partial_fit`, which keeps no rows (``transform`` gives scores).
     landmarks_ : ndarray (n_landmarks, n_features)
         Nyström and fixed-size solvers: the landmarks; ICF: the pivots, in the order chosen.
     entropy_trace_ : ndarray (n_iter,)
         Fixed-size solver: the working set's quadratic Renyi entropy at the start and after
         every iteration (non-decreasing).
+    row_statistics_ : RowStatistics or None
+        Nyström (feature map) and fixed-size solvers: the count, mean and scatter of
+        ``k(x, L)`` over every row fitted and the sum of ``k(x, x)``, which
+        :meth:`partial_fit` continues from (``m × m``; :func:`dkpca.save` keeps it); ``None``
+        for the other solvers.
+    n_samples_seen_ : int
+        Rows fitted so far.
     residual_trace_ : ndarray
         ICF solver: the trace of ``K - G Gᵀ`` at the start of every pass; when the stop came
         inside a pass, the last entry is the upper bound it stopped on.
@@ -298,6 +321,8 @@ default="auto"
         "sketch_method": [Options({"auto", "nystrom", "covariance"})],
         "selection": [Options(set(SELECTIONS))],
         "entropy_gamma": [Interval("real", 0, None, closed="neither"), None],
+        "landmarks": [InstanceOf((np.ndarray, list, tuple, scipy.sparse.spmatrix,
+                                  scipy.sparse.sparray), "an (m, n_features) array"), None],
         "icf_tol": [Interval("real", 0, None, closed="neither"), None],
         "max_rank": [Interval("int", 1, None), None],
         "preimage": [Options({"auto", "fixed_point", "learned"})],
@@ -332,6 +357,7 @@ default="auto"
         sketch_method: str = "auto",
         refine: bool = False,
         n_landmarks: int | None = None,
+        landmarks: ArrayLike | None = None,
         sampling: str = "uniform",
         selection: str = "renyi_kmeans",
         entropy_gamma: float | None = None,
@@ -368,6 +394,7 @@ default="auto"
         self.sketch_method = sketch_method
         self.refine = refine
         self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
         self.sampling = sampling
         self.selection = selection
         self.entropy_gamma = entropy_gamma
@@ -448,19 +475,118 @@ default="auto"
             max_memory = cache_memory = parse_size(self.max_memory, "max_memory", "KernelPCA")
         kernel_fits = n * n * Xd.dtype.itemsize <= max_memory
         solver = resolve_solver(self, n, rule, kernel_fits)
+        if self.landmarks is not None and solver not in INCREMENTAL_SOLVERS:
+            raise ValueError(f"KernelPCA: landmarks apply to solver='nystrom' and "
+                             f"'fixed_size', not solver={solver!r}.")
         logger.info("KernelPCA: %s solver on %d x %d, kernel %r", solver, n, d, kernel)
         run = run_solver(
             self, solver, kernel, Xd, rule, block_bytes=block_bytes,
             cache_memory=cache_memory if cache_memory is not None else cache_memory_budget(),
             basis_data=data, lazy=is_lazy(X),
         )
-        basis, vectors, self.n_iter_ = run.basis, run.vectors, run.n_iter
+        self._set_fitted(run, kernel, solver, d)
+        return self
+
+    def _incremental(self) -> None:
+        """Raise AttributeError, saying why, where ``partial_fit`` does not exist.
+
+        Only the solvers that sum over rows once their landmarks are fixed have it, so that
+        ``hasattr(model, "partial_fit")`` (what scikit-learn and dask-ml test) is true exactly
+        when a call can work, and a call otherwise names the solvers that can.
+        """
+        if self.solver not in INCREMENTAL_SOLVERS:
+            raise AttributeError(
+                f"KernelPCA: partial_fit needs solver='nystrom' or 'fixed_size', which sum over "
+                f"rows once their landmarks are fixed; solver={self.solver!r} needs every row "
+                f"at once.")
+        if self.solver == "nystrom" and self.nystrom_method != "feature_map":
+            raise AttributeError(
+                "KernelPCA: partial_fit needs nystrom_method='feature_map'; the "
+                "eigen-extension is centred on the landmarks and keeps no row statistics.")
+        if self._precomputed:
+            raise AttributeError(
+                "KernelPCA: partial_fit cannot take a precomputed kernel: a new batch's kernel "
+                "rows against the landmarks are not defined by it.")
+
+    @available_when(_incremental)
+    def partial_fit(self, X: ArrayLike, y: Any = None) -> KernelPCA:
+        """Add a batch of rows: the model becomes the fit on every row seen so far.
+
+        For the solvers that are a sum over rows once their landmarks are fixed:
+        ``solver="nystrom"`` (feature map, any ``sampling``) and ``"fixed_size"``. The first
+        call on an unfitted model fixes the landmarks: the ``landmarks`` given, or chosen in
+        this first batch as :meth:`fit` would choose them among all rows (so the first batch
+        should hold at least ``n_landmarks`` rows and represent the data; see the guide on
+        how much that choice costs). Each call then adds the batch's statistics of
+        ``k(x, L)`` (:attr:`row_statistics_`), and the model equals :meth:`fit` with the same
+        landmarks on all the rows seen, to rounding (about 1e-13). A model fitted by
+        :meth:`fit` with these solvers, or loaded with :func:`dkpca.load`, continues from
+        its rows. ``transform`` works between calls; ``eigenvectors_`` is not kept (the rows
+        are not). Each call costs one pass over the batch (``O(r m d + r m²)``) and an
+        ``m × m`` eigenproblem; a dask array or Zarr path is read chunk by chunk.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array, xarray.DataArray or Zarr path
+            The new rows ``(n_batch, n_features)``.
+        y : ignored
+
+        Returns
+        -------
+        self : KernelPCA
+
+        Raises
+        ------
+        AttributeError
+            The method does not exist for another solver (exact, randomized, sketch and icf
+            need every row at once), the Nyström eigen-extension or a precomputed kernel;
+            the message says which solvers have it.
+        ValueError
+            A model without statistics, or a batch with another number of features.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(0).normal(size=(300, 3))
+        >>> kp = KernelPCA(2, solver="nystrom", landmarks=X[:40])
+        >>> for batch in np.array_split(X, 3):
+        ...     kp = kp.partial_fit(batch)
+        >>> whole = KernelPCA(2, solver="nystrom", landmarks=X[:40]).fit(X)
+        >>> kp.n_samples_seen_, bool(np.allclose(kp.eigenvalues_, whole.eigenvalues_))
+        (300, True)
+        """
+        validate_params(self.get_params(), self._parameter_constraints, "KernelPCA")
+        Xd = as_dask(as_array(X, accept_sparse=True), check_finite=False, accept_sparse=True)
+        fitted = hasattr(self, "basis_")
+        if fitted:
+            check_features(Xd, self.n_features_in_, "KernelPCA")
+            kernel, n_seen = self.kernel_, self.n_samples_seen_
+        else:
+            check_samples(Xd, "KernelPCA")
+            kernel, n_seen = self._resolve_kernel(Xd.shape[1]), 0
+        check_n_components(self.n_components, n_seen + Xd.shape[0], "KernelPCA")
+        rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue,
+                                         self.remove_zero_eig or self.n_components is None)
+        block_bytes = parse_size(self.block_size, "block_size", "KernelPCA")
+        run = continue_landmarks(self, kernel, Xd, rule, block_bytes)
+        self._set_fitted(run, kernel, self.solver, Xd.shape[1])
+        return self
+
+    def _set_fitted(self, run: SolverRun, kernel: Kernel, solver: str, d: int) -> None:
+        """Set the fitted attributes from a solver run (``fit`` or ``partial_fit``)."""
+        basis = run.basis
+        n = basis.n_samples
         self.basis_ = basis
+        self.row_statistics_ = run.statistics
         self.kernel_ = kernel
         self.gamma_ = getattr(kernel, "gamma", None)
         self.solver_ = solver
+        self.n_iter_ = run.n_iter
         self.eigenvalues_ = basis.eigenvalues
-        self.eigenvectors_ = vectors
+        if run.vectors is None:  # partial_fit keeps no rows: an older fit's must not linger
+            self.__dict__.pop("eigenvectors_", None)
+        else:
+            self.eigenvectors_ = run.vectors
         self.explained_variance_ = basis.eigenvalues / n
         total = basis.total_variance  # 0 for constant data: no variance to share
         warn_if_no_variance(bool(np.any(basis.eigenvalues > 0)), "KernelPCA",
@@ -468,10 +594,10 @@ default="auto"
         self.explained_variance_ratio_ = basis.eigenvalues / total if total > 0 else \
             np.zeros_like(basis.eigenvalues)
         self.n_components_ = basis.n_components
+        self.n_samples_seen_ = n
         self.n_features_in_ = n if self._precomputed else d
         self._n_features_out = basis.n_components
         self._fit_preimage(np.random.default_rng(check_random_state(self.random_state)))
-        return self
 
     def transform(self, X: ArrayLike) -> np.ndarray | da.Array:
         """Project ``X`` on the components.

@@ -14,6 +14,7 @@ from ._estimator import (
     N_COMPONENTS,
     SIZE,
     SKETCH_CONSTRAINTS,
+    available_when,
     check_features,
     check_samples,
     like_input,
@@ -38,10 +39,10 @@ from ._validation import (
 from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_array, as_dask, is_sparse
 from .linalg import crossproduct, flip_signs, top_eigh
-from .moments import moments_in_memory, shifted_moments
+from .moments import RowStatistics, moments_in_memory, shifted_moments
 from .solvers import ComponentRule, fit_pca_sketch
 
-__all__ = ["PCA"]
+__all__ = ["PCA", "row_statistics"]
 
 
 class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -111,6 +112,12 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Probabilistic PCA's noise variance (Tipping and Bishop): the mean variance of the
         directions not kept, zero when all ``min(n_samples, n_features)`` are.
     n_components_, n_samples_, n_features_in_ : int
+    n_samples_seen_ : int
+        Rows fitted so far (``n_samples_``; scikit-learn's ``IncrementalPCA`` name).
+    row_statistics_ : RowStatistics or None
+        Covariance solver: the count, mean and ``d × d`` scatter of every row fitted, which
+        :meth:`partial_fit` continues from (and :func:`dkpca.save` keeps); ``None`` for the
+        other solvers.
     solver_ : str
     n_iter_ : int
         Passes over the data: for the randomized solver its statistics pass and every
@@ -239,6 +246,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 f"PCA: sparse input is supported by solver='covariance' and 'randomized' "
                 f"(implicit centring), not solver={solver!r}; choose one of those.")
         passes = {"covariance": 1, "gram": 2, "sketch": 3 if self.refine else 2}.get(solver)
+        statistics = None
         if solver == "sketch":
             rule = ComponentRule(count=count)
             sketch = make_sketch(self, d, rule, "PCA")
@@ -254,19 +262,105 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 max_iter=self.max_iter)
             mean, eigenvalues, vectors, total = result
             passes = result.n_passes
-        elif solver == "covariance" and sparse:
-            mean, scatter = sparse_scatter(Xa)
-            _check_finite_statistics(mean, scatter)
-            total = float(np.trace(scatter)) / (n - 1)
-            eigenvalues, vectors = top_eigh(scatter, count, overwrite=True)
         elif solver == "covariance":
-            mean, eigenvalues, vectors, total = self._fit_covariance(Xa, count)
+            statistics = row_statistics(Xa)
+            mean, eigenvalues, vectors, total = _covariance_spectrum(statistics, count)
         else:
             mean, eigenvalues, vectors, total = self._fit_gram(Xa, count)
         self.solver_ = solver
         centred = solver == "randomized" or (solver == "covariance" and not sparse)
         self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype, centred)
+        # Only the covariance solver's statistics are a sum over rows that partial_fit can
+        # continue; a refit with another solver must not leave an older fit's behind.
+        self.row_statistics_ = statistics
         self.n_iter_ = passes
+        return self
+
+    def _incremental(self) -> None:
+        """Raise AttributeError, saying why, where ``partial_fit`` does not exist.
+
+        ``hasattr(model, "partial_fit")`` (what scikit-learn and dask-ml test) is then true
+        exactly for the solvers that sum over rows.
+        """
+        if self.solver not in ("auto", "covariance"):
+            raise AttributeError(
+                f"PCA: partial_fit needs solver='covariance' (or 'auto'), whose statistics are "
+                f"a sum over rows; solver={self.solver!r} needs every row at once.")
+
+    @available_when(_incremental)
+    def partial_fit(self, X: ArrayLike, y: Any = None) -> PCA:
+        """Add a batch of rows: the model becomes the fit on every row seen so far.
+
+        The covariance solver's statistics (count, mean, scatter: :attr:`row_statistics_`)
+        are a sum over rows, so the batches' statistics merge exactly and the model after any
+        number of calls equals :meth:`fit` on all their rows (to rounding, about 1e-13).
+        The first call on an unfitted model starts it and fixes ``n_features_in_`` and the
+        output dtype; a model already fitted by the covariance solver (by :meth:`fit`, or
+        loaded with :func:`dkpca.load`) continues from its rows. Each call costs one pass over
+        the batch (``O(r d²)``) and one ``d × d`` eigenproblem; memory ``O(d²)`` whatever the
+        batch (a dask array or Zarr path is read chunk by chunk).
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array, xarray.DataArray or Zarr path
+            The new rows, ``(n_batch, n_features)``; the first batch needs at least 2 rows.
+        y : ignored
+
+        Returns
+        -------
+        self : PCA
+
+        Raises
+        ------
+        AttributeError
+            The method does not exist unless ``solver`` is ``"covariance"`` or ``"auto"`` (the
+            gram, randomized and sketch solvers need every row at once); the message says so.
+        ValueError
+            The model was fitted by another solver (``"auto"`` took gram, say); the batch has
+            another number of features than the model.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(0).normal(size=(300, 4))
+        >>> pca = PCA(2)
+        >>> for batch in np.array_split(X, 3):
+        ...     pca = pca.partial_fit(batch)
+        >>> whole = PCA(2).fit(X)
+        >>> pca.n_samples_seen_, bool(np.allclose(pca.components_, whole.components_))
+        (300, True)
+        """
+        validate_params(self.get_params(), self._parameter_constraints, "PCA")
+        Xa = as_array(X, check_finite=False, accept_sparse=True)
+        first = not hasattr(self, "components_")
+        if first:
+            check_samples(Xa, "PCA")
+            previous, dtype = None, Xa.dtype
+        else:
+            check_features(Xa, self.n_features_in_, "PCA")
+            previous, dtype = getattr(self, "row_statistics_", None), self.mean_.dtype
+            if previous is None:
+                why = (f"was fitted by solver={self.solver_!r}, which keeps no row statistics"
+                       if self.solver_ != "covariance" else
+                       "was saved in model format 2, before row statistics were kept")
+                raise ValueError(
+                    f"PCA: this model {why} to continue from; fit it again with "
+                    f"solver='covariance', or start a new model with partial_fit.")
+        batch = row_statistics(Xa)
+        statistics = batch if previous is None else previous.merge(batch)
+        n, d = statistics.count, Xa.shape[1]
+        check_n_components(self.n_components, min(n, d), "PCA")
+        if self.n_components == "mle" and n < d:
+            raise ValueError(
+                f"PCA: n_components='mle' is only supported if n_samples >= n_features "
+                f"({n} rows seen, {d} features); give an int or a variance fraction.")
+        count = self.n_components if isinstance(self.n_components, numbers.Integral) else None
+        mean, eigenvalues, vectors, total = _covariance_spectrum(statistics, count)
+        self._set_spectrum(mean, eigenvalues, vectors, total, n, d, dtype,
+                           centred=not is_sparse(Xa))
+        self.solver_ = "covariance"
+        self.row_statistics_ = statistics
+        self.n_iter_ = 1
         return self
 
     def __sklearn_tags__(self) -> Any:
@@ -329,29 +423,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.singular_values_ = np.sqrt(variances * (n - 1)).astype(dtype)
         self.noise_variance_ = dtype.type(noise)
         self.n_components_ = m
-        self.n_samples_ = n
+        self.n_samples_ = self.n_samples_seen_ = n
         self.n_features_in_ = d
         self._n_features_out = m
-
-    def _fit_covariance(
-        self, X: np.ndarray | da.Array, k: int | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        n = X.shape[0]
-        # Moments around the first sample (accurate for data far from the origin), in one pass.
-        if isinstance(X, np.ndarray):  # in memory: one thread per core, no task graph
-            shift = X[0].astype(np.float64)
-            moments = moments_in_memory(X, shift)
-        else:  # one task per row chunk; the shift comes from inside the graph: one compute
-            shift = X[:1].astype(np.float64).to_delayed().ravel()[0]
-            parts = [dask.delayed(_chunk_moments)(b, shift) for b in X.to_delayed().ravel()]
-            moments, shift = compute(tree_sum(parts), shift)
-            shift = shift[0]
-        _check_finite_statistics(moments)
-        mean_shift, cross = moments[0] / n, moments[1:]
-        cov = cross - n * np.outer(mean_shift, mean_shift)  # n × covariance, around the mean
-        total = float(np.trace(cov)) / (n - 1)
-        eigenvalues, vectors = top_eigh(cov, k, overwrite=True)
-        return shift + mean_shift, eigenvalues, vectors, total
 
     def _fit_gram(
         self, X: np.ndarray | da.Array, k: int | None
@@ -464,6 +538,53 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             )
         components = self._scaled_components(Zd.dtype, inverse=True)
         return like_input(Zd @ components + self.mean_.astype(Zd.dtype), Z)
+
+
+def row_statistics(X: Any) -> RowStatistics:
+    """Return the count, mean and scatter of ``X``'s rows, in one pass (covariance solver).
+
+    A numpy array is read in place by one thread per core, a dask array (or Zarr) by one task
+    per row chunk with the shift taken inside the graph (one compute); sparse data is centred
+    implicitly (:func:`~dkpca._pca_sparse.sparse_scatter`). The dense moments are taken
+    around the first row, which keeps them accurate for data far from the origin.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(40, 3)) + 1e6
+    >>> statistics = row_statistics(X)
+    >>> bool(np.allclose(statistics.scatter / 39, np.cov(X.T)))
+    True
+    """
+    n = X.shape[0]
+    if is_sparse(X):
+        mean, scatter = sparse_scatter(X)
+        _check_finite_statistics(mean, scatter)
+        return RowStatistics(n, mean, scatter)
+    if isinstance(X, np.ndarray):  # in memory: one thread per core, no task graph
+        shift = X[0].astype(np.float64)
+        moments = moments_in_memory(X, shift)
+    else:  # one task per row chunk; the shift comes from inside the graph: one compute
+        shift = X[:1].astype(np.float64).to_delayed().ravel()[0]
+        parts = [dask.delayed(_chunk_moments)(b, shift) for b in X.to_delayed().ravel()]
+        moments, shift = compute(tree_sum(parts), shift)
+        shift = shift[0]
+    _check_finite_statistics(moments)
+    return RowStatistics.from_moments(moments, shift, n)
+
+
+def _covariance_spectrum(
+    statistics: RowStatistics, k: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Mean, leading eigenpairs of the scatter matrix, and the total variance.
+
+    The statistics' scatter is copied (the eigensolver overwrites its input), so they can
+    be kept for :meth:`PCA.partial_fit`.
+    """
+    scatter = statistics.scatter
+    total = float(np.trace(scatter)) / (statistics.count - 1)
+    eigenvalues, vectors = top_eigh(scatter.copy(), k, overwrite=True)
+    return statistics.mean, eigenvalues, vectors, total
 
 
 def _check_finite_statistics(*statistics: np.ndarray) -> None:

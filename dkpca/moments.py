@@ -1,4 +1,4 @@
-"""Shifted first and second moments of rows: the one pass of linear PCA.
+"""Shifted first and second moments of rows: the one pass of linear PCA, and their running sums.
 
 ``Σ (x - s)`` and ``Σ (x - s)(x - s)ᵀ`` over the rows, accumulated in float64 strip by strip:
 each strip of rows is shifted into a small buffer (the caller's array is never copied whole,
@@ -10,11 +10,16 @@ In-memory arrays are split into one contiguous part per core, each part accumula
 thread with single-threaded BLAS: the shifting and the products then both run on all cores
 (numpy releases the GIL in both), and OpenBLAS's multithreaded ``syrk`` — unsafe on large
 products (API-NOTES §9.5) — is never reached.
+
+:class:`RowStatistics` (count, mean, centred scatter) is what the moments come to, and what
+``partial_fit`` keeps: two batches' statistics merge exactly (Chan, Golub and LeVeque's
+pairwise rule), so any number of batches gives the statistics of all their rows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import os
@@ -28,7 +33,13 @@ import scipy.linalg
 from .blocked import single_threaded_blas
 from .linalg import blas_single_threaded
 
-__all__ = ["available_cores", "moments_in_memory", "shifted_moments", "strip_rows"]
+__all__ = [
+    "RowStatistics",
+    "available_cores",
+    "moments_in_memory",
+    "shifted_moments",
+    "strip_rows",
+]
 
 #: Bytes of one strip of shifted rows: a few of them fit in a core's cache.
 STRIP_BYTES = 2**18
@@ -185,3 +196,98 @@ def moments_in_memory(X: np.ndarray, shift: np.ndarray, threads: int | None = No
     with single_threaded_blas(), ThreadPoolExecutor(parts) as pool:
         list(pool.map(accumulate, views))
     return moments
+
+
+@dataclasses.dataclass
+class RowStatistics:
+    """Count, mean and centred scatter of the rows seen: all that a sum over rows needs.
+
+    Linear PCA keeps them of the data, Nyström kernel PCA of the landmark kernel rows
+    ``k(x, L)`` (with the sum of the kernel's diagonal, for the total variance). Two sets
+    merge into the statistics of all their rows (:meth:`merge`), which is what makes
+    ``partial_fit`` equal to a ``fit`` on every row seen.
+
+    Parameters
+    ----------
+    count : int
+        Rows seen.
+    mean : (d,) float64 array
+    scatter : (d, d) float64 array
+        ``Σ (x - mean)(x - mean)ᵀ``.
+    diagonal_sum : float, default=0.0
+        Kernel features: ``Σ k(x, x)``; unused (0) for linear PCA.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> a, b = (RowStatistics.of_rows(part) for part in (X[:30], X[30:]))
+    >>> whole = a.merge(b)
+    >>> bool(np.allclose(whole.scatter, np.cov(X.T) * 99)), whole.count
+    (True, 100)
+    """
+
+    count: int
+    mean: np.ndarray
+    scatter: np.ndarray
+    diagonal_sum: float = 0.0
+
+    @classmethod
+    def from_moments(
+        cls, moments: np.ndarray, shift: np.ndarray, count: int, diagonal_sum: float = 0.0
+    ) -> RowStatistics:
+        """Return the statistics of rows from their :func:`shifted_moments` around ``shift``.
+
+        ``moments`` (``(d + 1) × d``, row 0 the sums) is used as the scatter's storage.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.array([[1.0, 2.0], [3.0, 6.0]])
+        >>> RowStatistics.from_moments(shifted_moments(X, X[0]), X[0], 2).mean
+        array([2., 4.])
+        """
+        offset = moments[0] / count
+        scatter = moments[1:]
+        scatter -= count * np.outer(offset, offset)
+        return cls(int(count), shift + offset, scatter, float(diagonal_sum))
+
+    @classmethod
+    def of_rows(cls, X: np.ndarray) -> RowStatistics:
+        """Return the statistics of an in-memory array's rows (moments around its first row).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> RowStatistics.of_rows(np.array([[0.0], [2.0]])).scatter
+        array([[2.]])
+        """
+        shift = np.asarray(X[0], dtype=np.float64)
+        return cls.from_moments(moments_in_memory(X, shift), shift, X.shape[0])
+
+    def merge(self, other: RowStatistics) -> RowStatistics:
+        """Return the statistics of both sets of rows (neither is changed).
+
+        ``scatter = S₁ + S₂ + (n₁ n₂ / n) δ δᵀ`` with ``δ`` the difference of the means: no
+        sum of squares around the origin is ever formed, so nothing cancels.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> one = RowStatistics(1, np.array([0.0]), np.zeros((1, 1)))
+        >>> one.merge(RowStatistics(1, np.array([2.0]), np.zeros((1, 1)))).scatter
+        array([[2.]])
+        """
+        if other.mean.shape != self.mean.shape:
+            raise ValueError(
+                f"statistics of {other.mean.shape[0]} columns cannot be merged with "
+                f"statistics of {self.mean.shape[0]}"
+            )
+        count = self.count + other.count
+        delta = other.mean - self.mean
+        weight = self.count * other.count / count
+        scatter = self.scatter + other.scatter
+        ger = scipy.linalg.get_blas_funcs("ger", (scatter,))
+        scatter = ger(weight, delta, delta, a=scatter.T, overwrite_a=1).T  # in place
+        return RowStatistics(count, self.mean + delta * (other.count / count), scatter,
+                             self.diagonal_sum + other.diagonal_sum)

@@ -44,7 +44,10 @@ Format versions
 ---------------
 ``FORMAT_VERSION`` is bumped only when an older dkpca could not read a new file that any
 model writes. 1: the first layout. 2: ``KernelBasis.mean_coef`` (the feature-space mean, for
-pre-images). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
+pre-images). 3: the ``RowStatistics`` dataclass (``row_statistics_``: the count, mean and
+scatter that ``partial_fit`` continues from, kept by linear PCA's covariance solver and the
+Nyström and fixed-size kernel solvers). Models of formats 1 and 2 load and transform as before;
+``partial_fit`` refuses to continue them (they lack the statistics). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
 not bump it: models with dense arrays are written exactly as before, and only a model with a
 sparse basis uses the new encoding, which a dkpca that predates it refuses with "unknown
 attribute encoding". Nor did ``checksums``: an older dkpca ignores them, and a model without
@@ -97,8 +100,8 @@ __all__ = ["FORMAT_VERSION", "DamagedModelError", "load", "save"]
 logger = logging.getLogger(__name__)
 
 #: Version of the on-disk layout; bumped when an older dkpca could not read a new file.
-#: 2: ``KernelBasis.mean_coef`` (the feature-space mean, for pre-images).
-FORMAT_VERSION = 2
+#: 2: ``KernelBasis.mean_coef`` (the feature-space mean, for pre-images). 3: ``RowStatistics``.
+FORMAT_VERSION = 3
 _FORMAT = "dkpca.model"
 
 #: The estimators that a saved model may name (its fitted-state dataclasses:
@@ -109,7 +112,9 @@ _ESTIMATORS: dict[str, type] = {"KernelPCA": KernelPCA, "PCA": PCA}
 def _encode_params(model: Any) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for name, value in model.get_params(deep=False).items():
-        if isinstance(value, Kernel):
+        if name == "landmarks":  # KernelPCA's given points: the fitted landmarks_ keep them
+            params[name] = {"value": None}
+        elif isinstance(value, Kernel):
             params[name] = {"kernel": _kernel_config(value, name)}
         elif (encoded := _json_value(value)) is not None or value is None:
             params[name] = {"value": encoded}

@@ -261,7 +261,7 @@ class LearnedPreimage:
 
 
 def learned_training_set(
-    basis: Any, training_scores: np.ndarray | da.Array, rng: np.random.Generator
+    basis: Any, training_scores: np.ndarray | da.Array | None, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """Points (and their scores) the learned pre-image regresses on.
 
@@ -301,7 +301,10 @@ class PreimageMixin:
         """Learn the kernel ridge pre-image at the end of ``fit``."""
         if not self.fit_inverse_transform:
             return
-        training_scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+        # After partial_fit no training rows are kept; a landmark basis needs none (its points
+        # are projected).
+        vectors = getattr(self, "eigenvectors_", None)
+        training_scores = None if vectors is None else vectors * np.sqrt(self.eigenvalues_)
         points, scores = learned_training_set(self.basis_, training_scores, rng)
         learned = LearnedPreimage(self.kernel_, self.alpha).fit(scores, points)
         self.dual_coef_, self.X_transformed_fit_ = learned.dual_coef_, learned.scores_

@@ -15,6 +15,7 @@ from sklearn.exceptions import NotFittedError
 
 import dkpca
 from dkpca.kernels import RBF, Linear
+from dkpca.moments import RowStatistics
 from dkpca.persistence import FORMAT_VERSION
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,6 +66,10 @@ def _assert_same_state(loaded, model):
         if isinstance(value, np.ndarray):
             np.testing.assert_array_equal(state[key], value, err_msg=key)
             assert state[key].dtype == value.dtype, key
+        elif isinstance(value, RowStatistics):
+            for field in dataclasses.fields(value):
+                np.testing.assert_array_equal(getattr(state[key], field.name),
+                                              getattr(value, field.name), err_msg=key)
         elif key != "basis_":
             assert state[key] == value, key
 

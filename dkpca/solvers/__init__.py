@@ -7,7 +7,7 @@ from ._sketches import Sketch
 from .exact import fit_exact
 from .fixed_size import SELECTIONS, FixedSizeResult, select_fixed_size
 from .icf import IncompleteCholesky, incomplete_cholesky
-from .nystrom import fit_nystrom
+from .nystrom import as_landmarks, fit_nystrom, landmark_statistics, nystrom_basis
 from .randomized import fit_randomized
 from .sketch import fit_pca_sketch, fit_sketch
 
@@ -19,12 +19,15 @@ __all__ = [
     "IncompleteCholesky",
     "KernelBasis",
     "Sketch",
+    "as_landmarks",
     "fit_exact",
     "fit_nystrom",
     "fit_pca_sketch",
     "fit_randomized",
     "fit_sketch",
     "incomplete_cholesky",
+    "landmark_statistics",
+    "nystrom_basis",
     "select_fixed_size",
     "select_landmarks",
 ]

@@ -16,6 +16,7 @@ the centred ``K_LL`` scaled to the whole data set (``λ n/m``), with eigenvector
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import dask
 import dask.array as da
@@ -31,11 +32,12 @@ from dkpca.blocked import (
 )
 from dkpca.kernels import Kernel
 from dkpca.linalg import crossproduct, flip_signs, top_eigh
+from dkpca.moments import RowStatistics
 
 from ._basis import KernelBasis
 from ._components import ComponentRule, positive_part, zero_padded
 
-__all__ = ["fit_nystrom", "inverse_sqrt"]
+__all__ = ["as_landmarks", "fit_nystrom", "inverse_sqrt", "landmark_statistics", "nystrom_basis"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,56 @@ def _kernel_moments(
     return out
 
 
+def landmark_statistics(
+    kernel: Kernel, X: da.Array, landmarks: np.ndarray, *, block_bytes: int
+) -> RowStatistics:
+    """One pass over ``X``: the count, mean and scatter of ``k(x, L)``, and ``Σ k(x, x)``.
+
+    This is all that Nyström kernel PCA needs from the data once the landmarks are fixed, and
+    a sum over rows: statistics of two batches merge (:meth:`RowStatistics.merge`) into those
+    of both, which is how ``partial_fit`` continues a fit.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array, (n, d)
+    landmarks : (m, d) array or CSR matrix, in ``X``'s dtype
+    block_bytes : int
+        Memory for one strip of ``K(X, L)`` inside a task.
+
+    Returns
+    -------
+    RowStatistics
+        Of the ``m`` kernel features, with ``diagonal_sum``.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import RBF
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> statistics = landmark_statistics(RBF(gamma=0.5), da.from_array(X, chunks=20), X[:4],
+    ...                                  block_bytes=2**20)
+    >>> statistics.count, statistics.scatter.shape, statistics.diagonal_sum
+    (50, (4, 4), 50.0)
+    """
+    n, m = X.shape[0], landmarks.shape[0]
+    # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile, and at
+    # most STRIP_BYTES: the strip is read four times (exp, shift, sum, syrk), from the shared
+    # cache while it fits there, and products on a thousand rows already run at full speed.
+    strip = max(1, min(worker_block_bytes(block_bytes) // 4, STRIP_BYTES)
+                // (m * X.dtype.itemsize))
+    # The landmarks' mean kernel row: near the data's mean k(x, L), so nothing cancels.
+    shift = kernel.pairwise(landmarks).astype(np.float64).mean(axis=0)
+    parts = [
+        dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
+        for b in X.rechunk({1: -1}).to_delayed().ravel()
+    ]
+    (moments,) = compute(tree_sum(parts))
+    if not np.isfinite(moments).all():
+        raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
+    return RowStatistics.from_moments(moments[: m + 1], shift, n, diagonal_sum=moments[m + 1, 0])
+
+
 def fit_nystrom(
     kernel: Kernel,
     X: da.Array,
@@ -99,7 +151,7 @@ def fit_nystrom(
     block_bytes: int,
     method: str = "feature_map",
     feature_map: np.ndarray | None = None,
-) -> KernelBasis:
+) -> tuple[KernelBasis, RowStatistics | None]:
     """Nyström kernel PCA with the given landmarks.
 
     Parameters
@@ -119,59 +171,109 @@ def fit_nystrom(
 
     Returns
     -------
-    KernelBasis
+    basis : KernelBasis
         Its basis is the landmarks. The training eigenvectors are ``basis.transform(X) /
         sqrt(eigenvalues)`` (lazy: an ``n × k`` array is never required).
+    statistics : RowStatistics or None
+        ``feature_map``: the :func:`landmark_statistics` of ``X`` (what ``partial_fit``
+        continues from); ``None`` for ``extension``, which makes no such pass.
 
     Notes
     -----
-    ``feature_map``: one pass (the kernel diagonal comes with it), ``O(n m d + n m²)`` time (one ``n m²`` product: the moments
-    of ``k(x, L)`` are accumulated and mapped to the features' at the end); memory per task one strip of
-    ``K(X, L)``; gathered ``O(m²)``. ``extension``: ``O(m² d + m³)``, no pass over ``X`` beyond
-    the kernel diagonal (for the total variance).
+    ``feature_map``: one pass (the kernel diagonal comes with it), ``O(n m d + n m²)`` time
+    (one ``n m²`` product: the moments of ``k(x, L)`` are accumulated and mapped to the
+    features' at the end); memory per task one strip of ``K(X, L)``; gathered ``O(m²)``.
+    ``extension``: ``O(m² d + m³)``, no pass over ``X`` beyond the kernel diagonal (for the
+    total variance).
 
     Examples
     --------
     >>> import numpy as np, dask.array as da
     >>> from dkpca.kernels import RBF
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
-    >>> basis = fit_nystrom(RBF(gamma=0.5), da.from_array(X, chunks=20), X[:10],
-    ...                     ComponentRule.from_params(2, None), block_bytes=2**20)
-    >>> basis.coef.shape, basis.n_samples
-    ((10, 2), 50)
+    >>> basis, statistics = fit_nystrom(RBF(gamma=0.5), da.from_array(X, chunks=20), X[:10],
+    ...                                 ComponentRule.from_params(2, None), block_bytes=2**20)
+    >>> basis.coef.shape, basis.n_samples, statistics.count
+    ((10, 2), 50, 50)
     """
-    n, m = X.shape[0], landmarks.shape[0]
-    # Sparse landmarks (rows of sparse data) stay sparse: the kernels multiply sparse blocks.
-    landmarks = (landmarks.astype(X.dtype) if scipy.sparse.issparse(landmarks)
-                 else np.asarray(landmarks, dtype=X.dtype))
-    K_LL = kernel.pairwise(landmarks).astype(np.float64)
+    landmarks = as_landmarks(landmarks, X.dtype)
     if method == "extension":
         (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
-        return _fit_extension(kernel, landmarks, K_LL, n, float(diagonal_sum), rule, block_bytes)
-    R = inverse_sqrt(K_LL) if feature_map is None else feature_map
-    # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile, and at
-    # most STRIP_BYTES: the strip is read four times (exp, shift, sum, syrk), from the shared
-    # cache while it fits there, and products on a thousand rows already run at full speed.
-    strip = max(1, min(worker_block_bytes(block_bytes) // 4, STRIP_BYTES)
-                // (m * X.dtype.itemsize))
-    shift = K_LL.mean(axis=0)  # the landmarks' mean kernel row: near the data's mean k(x, L)
-    parts = [
-        dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
-        for b in X.rechunk({1: -1}).to_delayed().ravel()
-    ]
-    (moments,) = compute(tree_sum(parts))
-    if not np.isfinite(moments).all():
-        raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
-    diagonal_sum = moments[m + 1, 0]
-    offset = moments[0] / n  # mean of k(x, L) - shift
-    scatter = R.T @ (moments[1 : m + 1] - n * np.outer(offset, offset)) @ R
-    mean = R.T @ (shift + offset)  # the mean feature
+        K_LL = kernel.pairwise(landmarks).astype(np.float64)
+        basis = _fit_extension(kernel, landmarks, K_LL, X.shape[0], float(diagonal_sum), rule,
+                               block_bytes)
+        return basis, None
+    statistics = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes)
+    basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes,
+                          feature_map=feature_map)
+    return basis, statistics
+
+
+def as_landmarks(landmarks: Any, dtype: np.dtype) -> Any:
+    """Landmarks in the data's dtype; sparse ones (rows of sparse data) stay sparse.
+
+    Examples
+    --------
+    >>> as_landmarks([[1, 2]], np.dtype("float32")).dtype
+    dtype('float32')
+    """
+    if scipy.sparse.issparse(landmarks):  # the kernels multiply sparse blocks
+        return landmarks.astype(dtype)
+    return np.asarray(landmarks, dtype=dtype)
+
+
+def nystrom_basis(
+    kernel: Kernel,
+    landmarks: Any,
+    statistics: RowStatistics,
+    rule: ComponentRule,
+    *,
+    block_bytes: int,
+    feature_map: np.ndarray | None = None,
+) -> KernelBasis:
+    """Nyström kernel PCA from the :func:`landmark_statistics` of the training rows.
+
+    The features ``φ = k R`` have mean ``Rᵀ mean(k)`` and scatter ``Rᵀ S R``; their PCA is
+    the kernel PCA of the Nyström approximation, centred on all the rows counted.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    landmarks : (m, d) array or CSR matrix
+    statistics : RowStatistics
+        Of ``k(x, L)`` over the training rows.
+    rule : ComponentRule
+    block_bytes : int
+        Memory for one kernel strip when the basis transforms.
+    feature_map : (m, r) array, optional
+        As in :func:`fit_nystrom`.
+
+    Returns
+    -------
+    KernelBasis
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkpca.kernels import RBF
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> statistics = landmark_statistics(RBF(gamma=0.5), da.from_array(X), X[:5],
+    ...                                  block_bytes=2**20)
+    >>> nystrom_basis(RBF(gamma=0.5), X[:5], statistics, ComponentRule.from_params(2, None),
+    ...               block_bytes=2**20).eigenvalues.shape
+    (2,)
+    """
+    m, n = landmarks.shape[0], statistics.count
+    R = (inverse_sqrt(kernel.pairwise(landmarks).astype(np.float64)) if feature_map is None
+         else feature_map)
+    scatter = R.T @ statistics.scatter @ R
+    mean = R.T @ statistics.mean  # the mean feature
     scatter = (scatter + scatter.T) / 2
     k = None if rule.needs_full_spectrum else min(rule.count, R.shape[1])
     eigenvalues, U = top_eigh(scatter, k, overwrite=True)
     # The true kernel's centred trace, sum(k(x, x)) - n mean(K), with mean(K) estimated by the
     # approximation's |mean φ|²: explained_variance_ratio_ shares are of the real variance.
-    total_variance = float(diagonal_sum) - n * float(mean @ mean)
+    total_variance = statistics.diagonal_sum - n * float(mean @ mean)
     count = rule.select(eigenvalues, total_variance)
     keep = positive_part(eigenvalues[:count], rule, "KernelPCA")
     # A rank-deficient K_LL leaves fewer features than the count asked for: zero columns too.
