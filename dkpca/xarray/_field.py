@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from ._grid import GridLayout, _flat, as_variables, build_layout
+from ._incremental import estimator_has
 
 if TYPE_CHECKING:  # imported lazily: `import dkpca` (and every dask worker) stays light
     from dkpca.decomposition import KernelPCA
@@ -106,7 +107,9 @@ class FieldModel:
     layout_ : GridLayout
         The sample dimensions, each variable's grid and what the model sees of it.
     scores_ : xarray.DataArray
-        The training scores over ``(*sample_dims, "mode")``; NaN for samples left out.
+        The training scores over ``(*sample_dims, "mode")``; NaN for samples left out. After
+        :meth:`partial_fit`, those of every sample seen, each computed by the model just after
+        its call (its coordinate ``n_samples_seen`` says which).
 
     Notes
     -----
@@ -276,10 +279,115 @@ class FieldModel:
         return self._fit(data)
 
     def _fit(self, data: Any) -> xr.DataArray:
-        from dkpca.blocked import compute
+        model = self._estimator()
+        layout, X, rows, template = self._prepare(data)
+        self.layout_ = layout
+        training = model.fit_transform(X[rows] if not rows.all() else X)
+        self.model_ = model
+        scores = self._all_rows(training, rows)
+        self.scores_ = self._scores_array(scores, template)
+        return self.scores_
+
+    @estimator_has("partial_fit")
+    def partial_fit(self, data: Any) -> FieldModel:
+        """Add new samples (a new month) to the fit: the model becomes the fit on all seen.
+
+        The first call on an unfitted FieldModel lays the fields out as :meth:`fit` does: it
+        fixes the variables, their grids, the land mask (grid points NaN at every sample of
+        this first batch), the weights and what ``nan_policy`` leaves out. Each later call
+        takes fields on the same grids, NaN exactly at that land, and appends their samples.
+        The estimator's ``partial_fit`` does the fitting (:class:`~dkpca.PCA` with the
+        covariance solver; :class:`~dkpca.KernelPCA` with ``solver="nystrom"`` or
+        ``"fixed_size"``), so after any number of calls the model equals :meth:`fit` on all
+        the samples seen, to rounding. A FieldModel fitted by :meth:`fit`, or loaded with
+        :func:`dkpca.load`, continues the same way.
+
+        Parameters
+        ----------
+        data : DataArray, Dataset or list of DataArrays
+            The new samples, with the model's variables on its grids (equal coordinates).
+            With several sample dimensions they extend one of them, the others as fitted (a
+            new month of every member, say).
+
+        Returns
+        -------
+        self : FieldModel
+
+        Raises
+        ------
+        AttributeError
+            The estimator has no ``partial_fit`` (another solver): its own message, which
+            names the solvers that have one; ``hasattr(model, "partial_fit")`` is then false.
+        ValueError
+            Other variables or another grid; values on the land or NaN where the model has
+            data (the grid points named by their coordinates); samples already seen;
+            ``standardize=True`` (each grid point's standard deviation changes with every
+            batch). A refused batch leaves the model as it was.
+
+        Notes
+        -----
+        *Scores.* :attr:`scores_` grows with every call: the new samples' scores, computed by
+        the model just updated with them, are appended along the sample dimension, and a
+        coordinate ``n_samples_seen`` gives, for every sample, the number of samples the model
+        that scored it had seen. Earlier samples keep the scores of the model as it was then,
+        as a monthly index is produced operationally: they are not recomputed, since the data
+        is not kept. With a well-sampled first fit they drift little, but a mode whose
+        eigenvalue is close to another's can change sign or order. For the scores of every
+        sample under the current model, ``transform`` the whole field (from Zarr: lazily, one
+        pass); ``scores_.where(scores_.n_samples_seen == model.n_samples_)`` keeps those of
+        the current model.
+
+        *Landmarks.* ``KernelPCA(landmarks=...)`` takes rows of the estimator's matrix: the
+        kept grid points, weighted. By default the first call chooses the landmarks among its
+        samples, so it should hold enough of them.
+
+        *Cost.* Per call, one pass over the new samples to check their NaNs (one compute for
+        dask data) and one for the estimator's statistics; memory that of the estimator
+        (``d × d`` for PCA with ``d`` grid points, ``m × m`` with ``m`` landmarks), plus the
+        scores.
+
+        Examples
+        --------
+        >>> import numpy as np, pandas as pd, xarray as xr, dkpca
+        >>> time = pd.date_range("2000-01-01", periods=36, freq="MS")
+        >>> sst = xr.DataArray(np.random.default_rng(0).normal(size=(36, 3, 4)),
+        ...                    dims=("time", "lat", "lon"),
+        ...                    coords={"time": time, "lat": [-10.0, 0.0, 10.0]})
+        >>> sst[:, 0, 0] = np.nan  # land
+        >>> eof = FieldModel(dkpca.PCA(n_components=2), "time", weights="coslat")
+        >>> for year in (2000, 2001, 2002):
+        ...     eof = eof.partial_fit(sst.sel(time=str(year)))
+        >>> whole = FieldModel(dkpca.PCA(n_components=2), "time", weights="coslat").fit(sst)
+        >>> bool(np.allclose(eof.explained_variance(), whole.explained_variance()))
+        True
+        >>> eof.scores_.sizes, eof.scores_.n_samples_seen.values[[0, 12, 35]].tolist()
+        (Frozen({'time': 36, 'mode': 2}), [12, 24, 36])
+        >>> month = sst.isel(time=[0]).assign_coords(time=[np.datetime64("2003-01-01")])
+        >>> eof.partial_fit(month.fillna(0.0))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: the new field has values where the model has no data (...): grid points (lat=-10.0, lon=0). ...
+        """
+        from ._incremental import partial_fit
+
+        partial_fit(self, data)
+        return self
+
+    def _estimator(self) -> KernelPCA | PCA:
+        """Return the estimator given, or ``KernelPCA()``."""
         from dkpca.decomposition import KernelPCA
 
-        model = KernelPCA() if self.model is None else self.model
+        return KernelPCA() if self.model is None else self.model
+
+    def _prepare(self, data: Any) -> tuple[GridLayout, Any, np.ndarray, xr.DataArray]:
+        """Lay out the training fields as :meth:`fit` does; nothing is set on ``self``.
+
+        Returns the layout (grids, land, weights), the model's matrix ``X`` (every sample;
+        kept grid points, scaled), the mask of the samples it is fitted on, and an empty
+        DataArray over the sample dimensions for the scores.
+        """
+        from dkpca.blocked import compute
+
         sample_dims = self._resolve_sample_dims(data)
         kind, pairs = as_variables(data)
         plain = GridLayout(kind, sample_dims)
@@ -344,16 +452,11 @@ class FieldModel:
         layout = build_layout(data, sample_dims, self.weights, scales, masks, land)
         if not layout.kept.any():
             raise ValueError("no grid point has data at every training sample")
-        self.layout_ = layout
         full = flats[0] if len(flats) == 1 else (
             da.concatenate(flats, axis=1) if any(isinstance(f, da.Array) for f in flats)
             else np.concatenate(flats, axis=1))
         X = full[:, layout.kept] * layout.scale.astype(full.dtype)
-        training = model.fit_transform(X[rows] if not rows.all() else X)
-        self.model_ = model
-        scores = self._all_rows(training, rows)
-        self.scores_ = self._scores_array(scores, template)
-        return self.scores_
+        return layout, X, rows, template
 
     @staticmethod
     def _all_rows(scores: Any, rows: np.ndarray) -> Any:
@@ -596,27 +699,38 @@ def _clean_block(block: np.ndarray, kept: np.ndarray, land: np.ndarray, scale: n
     Rows NaN everywhere (or with any NaN under ``drop``) are flagged 0 and zero-filled.
     """
     isnan = np.isnan(block)
-    wet = ~isnan[:, land]
+    gaps = isnan[:, kept]
+    partial = gaps.any(axis=1) & ~isnan.all(axis=1)
+    check_nan_pattern((~isnan[:, land]).any(axis=0), partial, gaps[partial].any(axis=0),
+                      land, kept, drop, describe)
+    ok = ~gaps.any(axis=1)
+    values = np.where(ok[:, None], block[:, kept], 0.0) * scale
+    return np.hstack([values, ok[:, None].astype(values.dtype)])
+
+
+def check_nan_pattern(wet: np.ndarray, partial: np.ndarray, gaps: np.ndarray,
+                      land: np.ndarray, kept: np.ndarray, drop: bool,
+                      describe: Callable | None, land_hint: str = "") -> None:
+    """Raise unless new rows are NaN exactly where the model has no data.
+
+    ``wet`` flags the land points (``land``) with a value in some row; ``partial`` the rows
+    NaN at some kept point (``kept``) but not everywhere, allowed under ``drop``; ``gaps``
+    the kept points NaN in such a row. ``describe(rows, columns)`` names them by coordinates.
+    """
     if wet.any():
-        where = (describe(None, _columns(land, wet.any(axis=0))) if describe else
-                 f"{int(wet.any(axis=0).sum())} grid points")
+        where = (describe(None, _columns(land, wet)) if describe else
+                 f"{int(wet.sum())} grid points")
         raise ValueError(
             f"the new field has values where the model has no data (NaN at every training "
-            f"sample, e.g. land): {where}"
+            f"sample, e.g. land): {where}{land_hint}"
         )
-    gaps = isnan[:, kept]
-    empty = isnan.all(axis=1)
-    partial = gaps.any(axis=1) & ~empty
     if partial.any() and not drop:
-        where = (describe(partial, _columns(kept, gaps[partial].any(axis=0))) if describe else
+        where = (describe(partial, _columns(kept, gaps)) if describe else
                  f"{int(partial.sum())} samples of this block")
         raise ValueError(
             f"the new field is NaN where the model has data: {where}. Fill them, or fit with "
             f"nan_policy='drop_samples' to give such samples NaN scores."
         )
-    ok = ~gaps.any(axis=1)
-    values = np.where(ok[:, None], block[:, kept], 0.0) * scale
-    return np.hstack([values, ok[:, None].astype(values.dtype)])
 
 
 def _columns(mask: np.ndarray, hits: np.ndarray) -> np.ndarray:

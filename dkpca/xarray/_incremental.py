@@ -1,0 +1,235 @@
+"""Incremental fitting of a :class:`FieldModel`: new samples (a new month) added to the fit.
+
+:meth:`FieldModel.partial_fit` is the method; this module holds its steps. The first call lays
+the fields out as ``fit`` does (variables, grids, land mask, weights) and starts the
+estimator's ``partial_fit``; each later call checks that the new fields fit that layout — the
+same grids, NaN exactly at the land — before the estimator sees them, so that a refused batch
+leaves the model as it was. The estimator's statistics are sums over rows, which makes the
+model after any number of calls the fit on all the samples seen.
+
+The training scores (``scores_``) grow along the sample dimension; each sample's scores are
+those of the model just after its own call, and the ``n_samples_seen`` coordinate says which
+model that was (see the Notes of :meth:`FieldModel.partial_fit`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import MethodType
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from ._grid import GridLayout, as_variables
+
+if TYPE_CHECKING:
+    from ._field import FieldModel
+
+__all__ = ["SEEN", "estimator_has", "partial_fit"]
+
+#: Coordinate of the scores after ``partial_fit``: how many samples the model that computed
+#: them had seen (the estimator's ``n_samples_seen_`` just after that call).
+SEEN = "n_samples_seen"
+
+#: At most this many repeated samples are named in an error.
+_NAMED = 5
+
+
+class estimator_has:  # a decorator, named like scikit-learn's available_if
+    """A FieldModel method that exists only where its estimator has the method of that name.
+
+    ``hasattr(field_model, name)`` is then what it is for the estimator (the fitted one, or the
+    one given), and reaching the method where the estimator lacks it raises the estimator's
+    own ``AttributeError``, which says why and which solvers have it.
+
+    Examples
+    --------
+    >>> import dkpca
+    >>> from dkpca.xarray import FieldModel
+    >>> hasattr(FieldModel(dkpca.PCA(2)), "partial_fit")
+    True
+    >>> FieldModel(dkpca.PCA(2, solver="gram")).partial_fit
+    Traceback (most recent call last):
+    ...
+    AttributeError: PCA: partial_fit needs solver='covariance' (or 'auto'), whose statistics are a sum over rows; solver='gram' needs every row at once.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, method: Callable) -> estimator_has:
+        self.method = method
+        functools.update_wrapper(self, method)
+        return self
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:  # on the class: the plain function (docs, introspection)
+            return self.method
+        estimator = instance.__dict__.get("model_")
+        getattr(instance._estimator() if estimator is None else estimator, self.name)
+        return MethodType(self.method, instance)
+
+
+def partial_fit(model: FieldModel, data: Any) -> None:
+    """Add the samples of ``data`` to ``model`` (the body of :meth:`FieldModel.partial_fit`)."""
+    if model.standardize:
+        raise ValueError(
+            "FieldModel.partial_fit cannot standardize: each grid point's standard deviation "
+            "changes with every batch, so the model would not be the fit on all the samples. "
+            "Divide the field by a fixed standard deviation (a climatology's) first and pass "
+            "standardize=False, or fit on all the samples at once."
+        )
+    if "model_" not in model.__dict__:
+        _start(model, data)
+    else:
+        _continue(model, data)
+
+
+def _start(model: FieldModel, data: Any) -> None:
+    """First call: lay the fields out as ``fit`` does and start the estimator on them."""
+    estimator = model._estimator()
+    if hasattr(estimator, "n_features_in_"):  # fitted elsewhere: start afresh, as fit would
+        from sklearn.base import clone
+
+        estimator = clone(estimator)
+    layout, X, rows, template = model._prepare(data)
+    batch = X[rows] if not rows.all() else X
+    estimator.partial_fit(batch)
+    scores = model._all_rows(estimator.transform(batch), rows)
+    model.layout_, model.model_ = layout, estimator
+    model.scores_ = _scored(model, scores, template)
+
+
+def _continue(model: FieldModel, data: Any) -> None:
+    """Later calls: check ``data`` against the layout, update the estimator, append scores."""
+    layout, estimator = model.layout_, model.model_
+    _, pairs = as_variables(data)
+    full = layout.matrix(data)  # the variables, their feature dimensions and grid shapes
+    _check_grids(layout, pairs)
+    template = model._sample_template(pairs[0][1], layout.sample_dims)
+    dim = _append_dim(model.scores_, template)
+    rows = _usable_rows(model, full, template, pairs)
+    previous = _seen(model)
+    if rows.any():
+        X = full[:, layout.kept] * layout.scale.astype(full.dtype)
+        batch = X[rows] if not rows.all() else X
+        estimator.partial_fit(batch)
+        scores = model._all_rows(estimator.transform(batch), rows)
+    else:  # samples NaN everywhere (a missing month): nothing to learn, NaN scores
+        scores = np.full((rows.size, estimator.n_components_), np.nan)
+    old = model.scores_
+    if SEEN not in old.coords:  # all computed by the model as it was before this call
+        old = old.assign_coords({SEEN: (old.dims[:-1], np.full(old.shape[:-1], previous))})
+    new = _scored(model, scores, template)
+    joined = xr.concat([old, new], dim=dim, coords="different", compat="equals", join="exact",
+                       combine_attrs="override")
+    model.scores_ = joined.assign_attrs(new.attrs)
+
+
+def _seen(model: FieldModel) -> int:
+    """Return the number of samples the estimator has seen."""
+    seen = getattr(model.model_, "n_samples_seen_", None)
+    return int(model.n_samples_ if seen is None else seen)
+
+
+def _scored(model: FieldModel, scores: Any, template: xr.DataArray) -> xr.DataArray:
+    """Scores over the sample dimensions, with the :data:`SEEN` coordinate of the model now."""
+    out = model._scores_array(scores, template)
+    return out.assign_coords({SEEN: (template.dims,
+                                     np.full(template.shape, _seen(model), dtype=np.int64))})
+
+
+def _check_grids(layout: GridLayout, pairs: list) -> None:
+    """Refuse fields whose grid coordinates differ from the model's, naming both and the fix."""
+    from ._field import _labels
+
+    for i, ((name, array), variable) in enumerate(zip(pairs, layout.variables, strict=True)):
+        fitted = variable.template
+        for dim in variable.feature_dims:
+            if dim not in fitted.indexes:
+                continue
+            given = array.indexes.get(dim)
+            if given is not None and fitted.indexes[dim].equals(given):
+                continue
+            raise ValueError(
+                f"{name or 'the field'} is on another grid than the model along {dim!r}: the "
+                f"model's {dim} is {_labels(fitted.coords[dim], fitted.sizes[dim])}, the "
+                f"field's {_labels(array.coords.get(dim), array.sizes[dim])}. Put the field on "
+                f"the model's grid first, e.g. field.interp_like(grid) or "
+                f"field.reindex_like(grid, method='nearest') with "
+                f"grid = model.layout_.variables[{i}].template."
+            )
+
+
+def _append_dim(old: xr.DataArray, template: xr.DataArray) -> str:
+    """Return the sample dimension the new samples extend; the others must be as fitted.
+
+    Refuses samples already seen (they would count twice) and samples that extend no single
+    dimension (a new month for only some members of an ensemble fitted over all of them).
+    """
+    dims = tuple(str(d) for d in template.dims)
+
+    def same(d: str) -> bool:
+        if d in old.indexes and d in template.indexes:
+            return bool(old.indexes[d].equals(template.indexes[d]))
+        return old.sizes[d] == template.sizes[d]
+
+    def repeated(d: str) -> list:
+        if d in old.indexes and d in template.indexes:
+            return old.indexes[d].intersection(template.indexes[d]).tolist()
+        return []
+
+    candidates = [d for d in dims if all(same(o) for o in dims if o != d)]
+    if not candidates:
+        sizes = ", ".join(f"{d}: {old.sizes[d]} fitted, {template.sizes[d]} new" for d in dims)
+        raise ValueError(
+            f"the new samples must extend one of the sample dimensions {dims}, with the others "
+            f"as fitted ({sizes}); give a new month for every member, say, or fit anew."
+        )
+    for d in candidates:
+        if not repeated(d):
+            return d
+    seen = repeated(candidates[0])
+    shown = ", ".join(str(v) for v in seen[:_NAMED]) + (
+        f" and {len(seen) - _NAMED} more" if len(seen) > _NAMED else "")
+    raise ValueError(
+        f"the new field repeats samples the model has already seen: {candidates[0]}={shown}. "
+        f"partial_fit adds new samples only (one given twice would count twice); leave them "
+        f"out, e.g. field.drop_sel({candidates[0]}=model.scores_[{candidates[0]!r}].values, "
+        f"errors='ignore'), "
+        f"or fit anew on all the samples."
+    )
+
+
+def _usable_rows(model: FieldModel, full: Any, template: xr.DataArray, pairs: list) -> np.ndarray:
+    """Check that new rows are NaN exactly where the model has no data; return those to fit.
+
+    As ``transform`` checks them (values on the land, NaN among the kept grid points, named by
+    their coordinates), in one pass (one compute for dask data). Rows NaN everywhere, and under
+    ``nan_policy="drop_samples"`` rows with any NaN, are left out (NaN scores).
+    """
+    from dkpca.blocked import compute
+
+    from ._field import check_nan_pattern
+
+    layout = model.layout_
+    kept, land = layout.kept, layout.land
+    xp = da if isinstance(full, da.Array) else np
+    isnan = xp.isnan(full)
+    gaps = isnan[:, kept]
+    empty = isnan.all(axis=1)
+    flags = [(~isnan[:, land]).any(axis=0), gaps.any(axis=1), empty,
+             (gaps & ~empty[:, None]).any(axis=0)]
+    if xp is da:
+        flags = compute(*flags)
+    wet, gapped, empty, gap_columns = (np.asarray(f) for f in flags)
+    check_nan_pattern(
+        wet, gapped & ~empty, gap_columns, land, kept, model.nan_policy == "drop_samples",
+        model._describer(template, pairs),
+        land_hint=(". partial_fit keeps the land mask of its first call: set these points to "
+                   "NaN, or fit anew on all the samples."),
+    )
+    return ~gapped
