@@ -90,7 +90,8 @@ def pytest_collection_modifyitems(items) -> None:
 
 #: The scikit-learn test file each suite module runs, for the summary.
 SKLEARN_SUITES = {"test_sklearn_suite.py": "test_kernel_pca.py on dkpca.KernelPCA",
-                  "test_sklearn_pca_suite.py": "test_pca.py on dkpca.PCA"}
+                  "test_sklearn_pca_suite.py": "test_pca.py on dkpca.PCA",
+                  "test_sklearn_incremental_suite.py": "test_incremental_pca.py on dkpca.PCA"}
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
