@@ -1,23 +1,25 @@
-"""The ``dkpca`` command: ``select``, ``fit``, ``fields``, ``transform``, ``denoise``, ``info``, ``demo``.
+"""The ``dkpca`` command: select, fit, update, fields, transform, denoise, info and demo.
 
 ``dkpca select INPUT`` chooses the RBF width and the number of components (MDD, kernel parallel
 analysis or Shannon entropy), prints the choice and writes its figure; ``dkpca fit INPUT --out
 MODEL`` fits kernel PCA on a Zarr array (a path or URL, or a group and ``--component``) and
-saves the model; ``dkpca fields INPUT --out RESULT`` fits PCA (EOFs) or kernel PCA on the
+saves the model; ``dkpca update MODEL NEW`` adds the rows of the Zarr array NEW to a saved
+model that can continue (``partial_fit``) and replaces it atomically, or writes it to
+``--out``; ``dkpca fields INPUT --out RESULT`` fits PCA (EOFs) or kernel PCA on the
 gridded variables of a Zarr group written by xarray (land masks, ``--weights coslat``,
 ``--nan-policy``; see :mod:`dkpca._cli_fields`); ``dkpca transform MODEL INPUT --out SCORES`` writes the scores as a Zarr group
 that xarray opens as a Dataset; ``dkpca denoise MODEL INPUT --out OUTPUT`` writes the
 pre-images of INPUT's projections; ``dkpca info MODEL`` describes a saved model; ``dkpca demo`` is
-what ``make run`` runs. ``select``, ``fit``, ``fields``, ``transform`` and ``denoise`` start an embedded
-``LocalCluster`` unless ``--scheduler`` names a running one.
+what ``make run`` runs. ``select``, ``fit``, ``update``, ``fields``, ``transform`` and ``denoise``
+start an embedded ``LocalCluster`` unless ``--scheduler`` names a running one.
 
 A user error (a missing input, a bad parameter, a wrong shape, an existing output, a refused
 certificate) prints one line to stderr and exits with status 2, before anything is written;
 ``--debug`` shows the traceback instead. A failure that may pass (a scheduler not reachable
 within ``--scheduler-timeout``, a connection to it lost mid-run) prints one line and exits with
 status 75, for a batch system to retry; Ctrl-C or SIGTERM exits with 130. Outputs are written
-atomically: an interrupted run leaves none. Progress goes to stderr: a bar on a terminal, a
-line every ``--progress-interval`` seconds elsewhere.
+atomically: an interrupted run leaves none (``update`` leaves MODEL as it was). Progress goes
+to stderr: a bar on a terminal, a line every ``--progress-interval`` seconds elsewhere.
 """
 
 from __future__ import annotations
@@ -277,6 +279,24 @@ def _parser() -> argparse.ArgumentParser:
     _model_options(fit)
     _cluster_options(fit)
 
+    update = commands.add_parser(
+        "update", parents=[common], help="add the rows of a Zarr array to a saved model",
+        description="Add the rows of NEW to the model saved at MODEL (partial_fit): the model "
+                    "becomes the fit on every row it has seen. MODEL is replaced atomically "
+                    "(an interrupted update leaves it as it was), or --out writes the updated "
+                    "model elsewhere. For PCA (covariance solver) and kernel PCA with "
+                    "--solver nystrom or fixed_size.",
+    )
+    update.add_argument("model", help="saved model to continue (from dkpca fit or dkpca.save)")
+    update.add_argument("input", metavar="new",
+                        help="Zarr array of new rows (path or URL), or a group with --component")
+    update.add_argument("--out", default=None,
+                        help="Zarr path or URL to write the updated model to (default: replace "
+                             "MODEL)")
+    update.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    _input_options(update)
+    _cluster_options(update)
+
     from dkpca import _cli_fields
 
     _cli_fields.add_parser(commands, [common], [_model_options, _cluster_options])
@@ -445,6 +465,116 @@ def _fit(args: argparse.Namespace) -> str:
             f"{X.shape[1]}: {model.n_components_} components explaining "
             f"{model.explained_variance_ratio_.sum():.1%} of the variance, in {elapsed:.1f} s; "
             f"model: {args.out}")
+
+
+def _update(args: argparse.Namespace) -> str:
+    """Add the rows of ``args.input`` to the saved model; write it back atomically.
+
+    Every refusal (the model, its solver, its statistics, the input's features, the
+    destination) comes before the cluster starts. The model is read whole: ``partial_fit``
+    merges its statistics in memory, and a lazily read array cannot be merged.
+    """
+    from dkpca._estimator import check_features
+    from dkpca.persistence import load, save
+
+    _check_incremental(args)  # large arrays left unread: a refusal costs little
+    in_place = args.out is None or _same_place(args, args.out, args.model)
+    destination = args.model if in_place else args.out
+    if in_place:  # replaced, never refused for existing; but its folder must be writable
+        _check_writable(args, "MODEL", args.model)
+    else:
+        _check_outputs(args, {"--out": args.out})
+    model = load(args.model, in_memory=sys.maxsize,
+                 storage_options=_storage(args, args.model))
+    X, _ = _open_input(args)
+    name = type(model).__name__
+    check_features(X, model.n_features_in_, name)
+    options = _client_options(args)
+    seen = model.n_samples_seen_
+    started = time.perf_counter()
+    with _cluster(options):
+        logger.info("adding %s (%d x %d) to %s (%s, %d rows seen)", args.input, *X.shape,
+                    args.model, name, seen)
+        model.partial_fit(X)
+        # written beside and renamed into place: until then MODEL is the old model, whole
+        save(model, destination, overwrite=in_place or args.overwrite,
+             storage_options=_storage(args, destination))
+    elapsed = time.perf_counter() - started
+    variances = getattr(model, "eigenvalues_", model.explained_variance_)
+    ratios = model.explained_variance_ratio_
+    if not args.quiet:
+        _print_eigenvalues(variances, ratios)
+    kind = (f"{model.kernel_!r} kernel PCA ({model.solver_})" if hasattr(model, "kernel_")
+            else f"{name} ({model.solver_})")
+    return (f"updated {kind} with {X.shape[0]} rows of {args.input}: "
+            f"{model.n_samples_seen_} rows seen, {model.n_components_} components explaining "
+            f"{ratios.sum():.1%} of the variance, in {elapsed:.1f} s; model: {destination}")
+
+
+def _check_incremental(args: argparse.Namespace) -> None:
+    """Refuse a saved model that ``partial_fit`` cannot continue, in one line.
+
+    It is loaded as ``dkpca info`` loads it (large arrays only checked, not read): what
+    decides is its class, its parameters and whether it kept row statistics.
+    """
+    from dkpca.persistence import load
+    from dkpca.xarray import FieldModel
+
+    model = load(args.model, in_memory="16MiB", storage_options=_storage(args, args.model))
+    name = type(model).__name__
+    if isinstance(model, FieldModel):
+        # The new rows of a FieldModel are fields on its grid, which an array does not give.
+        how = ("update it in Python: FieldModel.partial_fit on the new fields opened with "
+               "xarray, then dkpca.save" if hasattr(model, "partial_fit") else
+               "which dkpca update does not support; fit it again with dkpca fields on all "
+               "the fields")
+        raise UsageError(f"{args.model} holds a FieldModel (from dkpca fields): {how}")
+    try:
+        model.partial_fit  # noqa: B018 - the attribute exists only for incremental solvers
+    except AttributeError as err:  # one line that names the solvers that can continue
+        raise UsageError(f"{_first_line(err)} {args.model} cannot be updated.") from err
+    if getattr(model, "row_statistics_", None) is None:
+        version = _model_description(args).get("format_version")
+        if isinstance(version, int) and version < 3:
+            why = (f"was saved in model format {version}, before dkpca kept the row "
+                   f"statistics that an update continues from")
+        else:
+            why = (f"holds a {name} fitted by solver={model.solver_!r}, which keeps no row "
+                   f"statistics to continue from")
+        refit = ("PCA(solver='covariance')" if name == "PCA" else
+                 f"dkpca fit --solver {model.solver_}")
+        raise UsageError(f"{args.model} {why}; fit it again on all its rows ({refit}) to "
+                         f"update it later")
+
+
+def _same_place(args: argparse.Namespace, first: Any, second: Any) -> bool:
+    """Tell whether two paths or URLs name the same store (``--out`` may name MODEL itself)."""
+    from dkpca.io import Location
+
+    return (Location(first, _storage(args, first)).store
+            == Location(second, _storage(args, second)).store)
+
+
+def _check_writable(args: argparse.Namespace, name: str, destination: Any) -> None:
+    """Check, before any work, that ``destination`` can be replaced; name it in the error."""
+    from dkpca.io import check_destination
+
+    try:
+        check_destination(destination, overwrite=True,
+                          storage_options=_storage(args, destination))
+    except OSError as err:
+        raise type(err)(f"{name}: {_first_line(err)}") from err
+
+
+def _model_description(args: argparse.Namespace) -> Any:
+    """Return the JSON description (``attrs["dkpca"]``) of the saved model at ``args.model``."""
+    import zarr
+
+    from dkpca.io import Location
+
+    location = Location(args.model, _storage(args, args.model))
+    return zarr.open_group(store=location.store, mode="r", **location.open_options) \
+        .attrs["dkpca"]
 
 
 def _select(args: argparse.Namespace) -> str:
@@ -638,14 +768,10 @@ def _denoise(args: argparse.Namespace) -> str:
 
 
 def _info(args: argparse.Namespace) -> str:
-    import zarr
-
-    from dkpca.io import Location
     from dkpca.persistence import load
 
     model = load(args.model, in_memory="16MiB", storage_options=_storage(args, args.model))
-    location = Location(args.model, _storage(args, args.model))
-    meta = zarr.open_group(store=location.store, mode="r", **location.open_options).attrs["dkpca"]
+    meta = _model_description(args)
     print(f"model:      {args.model}")
     print(f"written by: dkpca {meta.get('dkpca_version', '?')} (model format "
           f"{meta.get('format_version', '?')})")
@@ -703,8 +829,8 @@ def _run(args: argparse.Namespace) -> str:
         return summary
     reporting = progress_bar(sys.stderr, phase=args.command, interval=args.progress_interval)
     with reporting if not args.quiet else contextlib.nullcontext():
-        handlers = {"select": _select, "fit": _fit, "transform": _transform, "denoise": _denoise,
-                    "fields": _fields}
+        handlers = {"select": _select, "fit": _fit, "update": _update, "transform": _transform,
+                    "denoise": _denoise, "fields": _fields}
         return handlers[args.command](args)
 
 
