@@ -203,5 +203,8 @@ class _Reader(_VerifiedReader):
                 # Format 1 did not record a landmark basis's feature-space mean: mark it
                 # unknown, so that pre-images refuse instead of assuming a uniform mean.
                 fields["mean_coef"] = np.empty(0)
+            if cls is RowStatistics:  # merged in memory by partial_fit: never left lazy
+                fields = {k: np.asarray(v) if isinstance(v, da.Array) else v
+                          for k, v in fields.items()}
             return cls(**fields)
         raise ValueError(f"unknown attribute encoding {sorted(encoded)}")

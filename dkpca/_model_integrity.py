@@ -30,6 +30,7 @@ import zarr
 from dask.base import tokenize
 
 from dkpca._validation import validate_params
+from dkpca.moments import RowStatistics
 from dkpca.solvers import KernelBasis
 
 if TYPE_CHECKING:
@@ -352,8 +353,13 @@ def _check_shapes(model: KernelPCA | PCA, prefix: str, location: Location) -> No
         expected["basis_/basis"] = (basis.basis, (m, None))
         expected["basis_/offset"] = (basis.offset, (kb,))
         expected["basis_/eigenvalues"] = (basis.eigenvalues, (kb,))
-        if basis.mean_coef is not None and np.size(basis.mean_coef):
+        if basis.mean_coef is not None and basis.mean_coef.size:  # .size: dask stays lazy
             expected["basis_/mean_coef"] = (basis.mean_coef, (m,))
+    statistics = state.get("row_statistics_")
+    if isinstance(statistics, RowStatistics):  # of the features (PCA) or of k(x, L) (Nyström)
+        width = basis.basis.shape[0] if isinstance(basis, KernelBasis) else d
+        expected["row_statistics_/mean"] = (statistics.mean, (width,))
+        expected["row_statistics_/scatter"] = (statistics.scatter, (width, width))
     for key, (value, shape) in expected.items():
         if value is None or not hasattr(value, "shape"):
             continue

@@ -42,7 +42,7 @@ from .linalg import crossproduct, flip_signs, top_eigh
 from .moments import RowStatistics, moments_in_memory, shifted_moments
 from .solvers import ComponentRule, fit_pca_sketch
 
-__all__ = ["PCA", "row_statistics"]
+__all__ = ["PCA"]
 
 
 class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
