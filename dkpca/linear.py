@@ -81,7 +81,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Randomized solver: most products with ``X_cᵀ X_c`` (or ``X_c X_cᵀ``); a
         :class:`~sklearn.exceptions.ConvergenceWarning` says when ``tol`` was not reached.
     memory_budget : int or str, default="1GiB"
-        What ``"auto"`` lets an exact solver's ``d × d`` or ``n × n`` matrix take.
+        What ``"auto"`` lets an exact solver's ``d × d`` or ``n × n`` matrix take, and the
+        most that :meth:`partial_fit`'s ``d × d`` scatter may take.
     min_relative_eigenvalue : float, optional
         Drop components whose variance is below this fraction of the first.
     block_size : int or str, default="128MiB"
@@ -317,7 +318,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             gram, randomized and sketch solvers need every row at once); the message says so.
         ValueError
             The model was fitted by another solver (``"auto"`` took gram, say); the batch has
-            another number of features than the model.
+            another number of features than the model; the ``d × d`` scatter a first call
+            would keep exceeds ``memory_budget``.
 
         Examples
         --------
@@ -346,6 +348,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 raise ValueError(
                     f"PCA: this model {why} to continue from; fit it again with "
                     f"solver='covariance', or start a new model with partial_fit.")
+        if first:
+            self._check_scatter_fits(Xa.shape[1])
         batch = row_statistics(Xa)
         statistics = batch if previous is None else previous.merge(batch)
         n, d = statistics.count, Xa.shape[1]
@@ -368,6 +372,21 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+    def _check_scatter_fits(self, d: int) -> None:
+        """Refuse to start ``partial_fit`` when the ``d × d`` scatter exceeds ``memory_budget``.
+
+        ``fit`` would take the gram or randomized solver there; ``partial_fit`` has only the
+        covariance one, and a 100,000-feature scatter (80 GB) is better refused at once.
+        """
+        needed = 8 * d * d
+        budget = parse_size(self.memory_budget, "memory_budget", "PCA")
+        if needed > budget:
+            raise ValueError(
+                f"PCA: partial_fit keeps the {d} x {d} scatter of the rows ({needed / 2**30:.1f} "
+                f"GiB), above memory_budget={self.memory_budget!r}; raise memory_budget if it "
+                f"fits, or fit all rows at once (the gram and randomized solvers need no d x d "
+                f"matrix).")
 
     def _choose_solver(self, n: int, d: int, count: int | None, sparse: bool) -> str:
         """Return ``solver``, or the one ``"auto"`` stands for.

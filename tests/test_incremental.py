@@ -187,6 +187,8 @@ def test_continuing_needs_the_statistics_and_the_same_features(data):
     kp.row_statistics_ = None  # as a model saved in format 2 loads
     with pytest.raises(ValueError, match="keeps no row statistics"):
         kp.partial_fit(data)
+    with pytest.raises(ValueError, match=r"keeps the 5 x 5 scatter .* above memory_budget=100"):
+        PCA(2, memory_budget=100).partial_fit(data)
     with pytest.raises(ValueError, match="at least 2 samples"):
         PCA(2).partial_fit(data[:1])
     with pytest.raises(ValueError, match="NaN or infinity"):
