@@ -119,3 +119,36 @@ def test_nystrom_fit_and_transform_of_zarr_4x_the_cluster_memory(tmp_path, capsy
     stored = zarr.open_array(data, mode="r")
     np.testing.assert_allclose(scores[rows], model.transform(stored[rows]), atol=1e-8)
     assert model.basis_.n_samples == n_rows and model.landmarks_.shape == (100, N_FEATURES)
+
+
+def test_partial_fit_of_zarr_batches_larger_than_worker_memory(tmp_path):
+    # Issue 33: each partial_fit reads its batch (a Zarr path) chunk by chunk on the worker;
+    # the client holds d x d and m x m statistics only.
+    memory_limit = _worker_baseline() + WORK_MEMORY
+    n_rows = 5_000_000
+    X = da.random.default_rng(2).standard_normal((n_rows, N_FEATURES), chunks=(CHUNK, -1))
+    halves = [tmp_path / "first.zarr", tmp_path / "second.zarr"]
+    for path, rows in zip(halves, (slice(0, n_rows // 2), slice(n_rows // 2, n_rows)),
+                          strict=True):
+        X[rows].to_zarr(str(path), mode="w")
+    assert sum(zarr.open_array(p, mode="r").nbytes for p in halves) > 3 * memory_limit
+    landmarks = zarr.open_array(halves[0], mode="r")[:100]
+
+    with connect(n_workers=1, threads_per_worker=2, memory_limit=memory_limit) as client:
+        pids = client.run(lambda: __import__("os").getpid())
+        with _PeakRSS() as client_memory:
+            pca = dkpca.PCA(3)
+            kpca = dkpca.KernelPCA(3, solver="nystrom", landmarks=landmarks)
+            for path in halves:
+                pca.partial_fit(str(path))
+                kpca.partial_fit(str(path))
+        assert client.run(lambda: __import__("os").getpid()) == pids  # none killed/restarted
+    assert client_memory.peak - client_memory.start < 256 * 2**20
+    assert pca.n_samples_seen_ == kpca.n_samples_seen_ == n_rows
+
+    # The references: one fit of each on the whole array (streamed too).
+    everything = da.concatenate([da.from_zarr(str(p)) for p in halves])
+    whole = dkpca.PCA(3).fit(everything)
+    np.testing.assert_allclose(pca.explained_variance_, whole.explained_variance_, rtol=1e-10)
+    whole = dkpca.KernelPCA(3, solver="nystrom", landmarks=landmarks).fit(everything)
+    np.testing.assert_allclose(kpca.eigenvalues_, whole.eigenvalues_, rtol=1e-10)
