@@ -81,6 +81,27 @@ def warn_if_no_variance(varies: bool, owner: str, space: str) -> None:
             UserWarning, stacklevel=3)
 
 
+def clear_fitted(estimator: Any) -> None:
+    """Remove every fitted attribute (``name_``, and ``_n_features_out``) a previous fit left.
+
+    A refit with other parameters sets only what its solver makes: without this, an older
+    fit's ``dual_coef_``, ``residual_trace_`` or ``row_statistics_`` would linger, be used
+    (pre-images test ``dual_coef_``) and be saved with the model.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> model = SimpleNamespace(alpha=1.0, dual_coef_=[1.0], _n_features_out=2)
+    >>> clear_fitted(model)
+    >>> vars(model)
+    {'alpha': 1.0}
+    """
+    fitted = [name for name in vars(estimator)
+              if (name.endswith("_") and not name.startswith("__")) or name == "_n_features_out"]
+    for name in fitted:
+        delattr(estimator, name)
+
+
 def check_features(X: da.Array, n_features: int, owner: str) -> None:
     """Refuse data with another number of features than the model was fitted with.
 

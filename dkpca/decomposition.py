@@ -23,6 +23,7 @@ from ._estimator import (
     available_when,
     check_features,
     check_samples,
+    clear_fitted,
     like_input,
     parse_size,
     warn_if_no_variance,
@@ -459,6 +460,7 @@ default="auto"
         self : KernelPCA
         """
         validate_params(self.get_params(), self._parameter_constraints, "KernelPCA")
+        clear_fitted(self)  # nothing from an earlier fit with other parameters
         data = training_data(self, X)
         Xd = as_dask(data, check_finite=False, accept_sparse=True)
         check_samples(Xd, "KernelPCA")

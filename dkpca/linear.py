@@ -17,6 +17,7 @@ from ._estimator import (
     available_when,
     check_features,
     check_samples,
+    clear_fitted,
     like_input,
     make_sketch,
     parse_size,
@@ -220,6 +221,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         (dtype('float32'), (2,))
         """
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
+        clear_fitted(self)  # nothing from an earlier fit with other parameters
         # NaN and infinity reach the accumulated statistics, which are checked: no extra pass.
         Xa = as_array(X, check_finite=False, accept_sparse=True)
         check_samples(Xa, "PCA")

@@ -389,3 +389,23 @@ def test_constant_data_fit_with_a_warning(solver):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert KernelPCA(2, solver=solver, random_state=0).fit(varied).eigenvalues_[0] > 0
+
+
+@pytest.mark.parametrize("first, second", [
+    ({"solver": "randomized", "fit_inverse_transform": True}, {"solver": "exact"}),
+    ({"solver": "icf", "max_rank": 30}, {"solver": "exact"}),
+    ({"solver": "fixed_size", "n_landmarks": 30}, {"solver": "nystrom", "n_landmarks": 30}),
+    ({"solver": "nystrom", "n_landmarks": 30}, {"solver": "randomized"}),
+])
+def test_a_refit_keeps_nothing_from_the_previous_fit(first, second, tmp_path):
+    import dkpca
+
+    X = np.random.default_rng(0).normal(size=(120, 3))
+    model = KernelPCA(2, random_state=0, **first).fit(X)
+    model.set_params(**{**{k: KernelPCA().get_params()[k] for k in first}, **second}).fit(X)
+    fresh = KernelPCA(2, random_state=0, **second).fit(X)
+    fitted = {k for k in vars(model) if k.endswith("_")}
+    assert fitted == {k for k in vars(fresh) if k.endswith("_")}
+    dkpca.save(model, tmp_path / "m.zarr")
+    saved = set(dkpca.load(tmp_path / "m.zarr").__dict__)
+    assert not saved & {"dual_coef_", "residual_trace_", "entropy_trace_"} - fitted
