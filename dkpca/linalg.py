@@ -232,7 +232,8 @@ def _orthonormal_complement(
     for sweep in range(2):
         if W.shape[1] == 0:
             break
-        lam, V = np.linalg.eigh(crossproduct(W))
+        with single_threaded_blas():  # b x b: see _top_eigh
+            lam, V = np.linalg.eigh(crossproduct(W))
         good = lam > _DEPENDENT * lam[-1]
         W = W @ (V[:, good] / np.sqrt(lam[good]))
         if sweep == 0 and basis.shape[1]:
@@ -241,14 +242,21 @@ def _orthonormal_complement(
 
 
 def _top_eigh(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return the ``k`` largest eigenpairs of a small symmetric matrix, in descending order."""
+    """Return the ``k`` largest eigenpairs of a small symmetric matrix, in descending order.
+
+    On one BLAS thread: multithreaded LAPACK gains nothing at these sizes (at most a thousand
+    or so), and when the cores are busy its threads wait on each other: an eigh of 256 × 256
+    took 0.5 s on two loaded cores against 13 ms on one thread (a Krylov fit spent a quarter
+    of its time there).
+    """
     m = B.shape[0]
-    if m <= _SMALL_EIGH:
-        theta, S = np.linalg.eigh(B)
-    else:  # a few eigenpairs of a larger matrix: MRRR on an index range is 3x faster
-        theta, S = scipy.linalg.eigh(
-            B, subset_by_index=(m - k, m - 1), driver="evr", check_finite=False
-        )
+    with single_threaded_blas():
+        if m <= _SMALL_EIGH:
+            theta, S = np.linalg.eigh(B)
+        else:  # a few eigenpairs of a larger matrix: MRRR on an index range is 3x faster
+            theta, S = scipy.linalg.eigh(
+                B, subset_by_index=(m - k, m - 1), driver="evr", check_finite=False
+            )
     # Contiguous copies: numpy multiplies a negatively strided operand without BLAS.
     return theta[::-1][:k].copy(), np.ascontiguousarray(S[:, ::-1][:, :k])
 
