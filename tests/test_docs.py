@@ -198,7 +198,7 @@ def test_markdown_documents_the_readme_links_to_are_in_the_site():
 
 # The gallery shows committed runs, so an example broken by an API change would go unnoticed
 # until the next `make gallery`: run the quick ones here, and every one in the slow suite.
-QUICK_EXAMPLES = {"sst_eofs": ["--quick"], "xarray_gridded": []}
+QUICK_EXAMPLES = {"incremental_eofs": [], "sst_eofs": ["--quick"], "xarray_gridded": []}
 SLOW_EXAMPLES = {"approximations_digits": ["--repeats", "1"], "denoising_toy_digits": ["--quick"],
                  "model_selection_toy": ["--quick"], "variance_inflation": ["--quick"]}
 
