@@ -521,7 +521,8 @@ default="auto"
         should hold at least ``n_landmarks`` rows and represent the data; see the guide on
         how much that choice costs). Each call then adds the batch's statistics of
         ``k(x, L)`` (:attr:`row_statistics_`), and the model equals :meth:`fit` with the same
-        landmarks on all the rows seen, to rounding (about 1e-13). A model fitted by
+        landmarks on all the rows seen, to rounding (about 1e-13 for float64 data; float32 data
+        chunked otherwise than the fit's rounds its kernel strips otherwise, about 1e-9). A model fitted by
         :meth:`fit` with these solvers, or loaded with :func:`dkpca.load`, continues from
         its rows. ``transform`` works between calls; ``eigenvectors_`` is not kept (the rows
         are not). Each call costs one pass over the batch (``O(r m d + r m²)``) and an

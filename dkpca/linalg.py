@@ -27,6 +27,7 @@ __all__ = [
     "crossproduct",
     "flip_signs",
     "single_threaded_blas",
+    "small_eigh_threads",
     "top_eigh",
 ]
 
@@ -171,10 +172,32 @@ def top_eigh(
     subset = None if k is None or k >= n else (n - k, n - 1)
     # Maintenance note: LAPACK wants Fortran order; a C-ordered A would be copied whole. Its
     # transpose is a Fortran-ordered view, and its lower triangle is A's upper one.
-    w, V = scipy.linalg.eigh(
-        A.T, lower=True, subset_by_index=subset, overwrite_a=overwrite, check_finite=False
-    )
+    with small_eigh_threads(n):
+        w, V = scipy.linalg.eigh(
+            A.T, lower=True, subset_by_index=subset, overwrite_a=overwrite, check_finite=False
+        )
     return w[::-1].copy(), flip_signs(V[:, ::-1].copy())
+
+
+#: Symmetric eigenproblems up to this size run on one BLAS thread (:func:`small_eigh_threads`).
+SMALL_EIGH_ONE_THREAD = 1024
+
+
+def small_eigh_threads(n: int) -> contextlib.AbstractContextManager:
+    """One BLAS thread for an ``n × n`` eigenproblem up to :data:`SMALL_EIGH_ONE_THREAD`.
+
+    Multithreaded LAPACK gains little at these sizes, and when the cores are busy (dask
+    workers, another job) its threads wait on each other: an eigh of 256 × 256 took 0.5 s on
+    two loaded cores against 13 ms on one thread, and a covariance ``top_eigh`` of 560 × 560
+    4.5 s against 0.03 s. Larger problems keep every thread.
+
+    Examples
+    --------
+    >>> with small_eigh_threads(100):
+    ...     blas_single_threaded()
+    True
+    """
+    return single_threaded_blas() if n <= SMALL_EIGH_ONE_THREAD else contextlib.nullcontext()
 
 
 @dataclass
@@ -232,7 +255,7 @@ def _orthonormal_complement(
     for sweep in range(2):
         if W.shape[1] == 0:
             break
-        with single_threaded_blas():  # b x b: see _top_eigh
+        with small_eigh_threads(W.shape[1]):
             lam, V = np.linalg.eigh(crossproduct(W))
         good = lam > _DEPENDENT * lam[-1]
         W = W @ (V[:, good] / np.sqrt(lam[good]))
@@ -244,13 +267,11 @@ def _orthonormal_complement(
 def _top_eigh(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the ``k`` largest eigenpairs of a small symmetric matrix, in descending order.
 
-    On one BLAS thread: multithreaded LAPACK gains nothing at these sizes (at most a thousand
-    or so), and when the cores are busy its threads wait on each other: an eigh of 256 × 256
-    took 0.5 s on two loaded cores against 13 ms on one thread (a Krylov fit spent a quarter
-    of its time there).
+    On one BLAS thread up to :data:`SMALL_EIGH_ONE_THREAD` (:func:`small_eigh_threads`; a
+    Krylov fit on two loaded cores spent a quarter of its time here on all threads).
     """
     m = B.shape[0]
-    with single_threaded_blas():
+    with small_eigh_threads(m):
         if m <= _SMALL_EIGH:
             theta, S = np.linalg.eigh(B)
         else:  # a few eigenpairs of a larger matrix: MRRR on an index range is 3x faster

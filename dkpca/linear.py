@@ -296,7 +296,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         The covariance solver's statistics (count, mean, scatter: :attr:`row_statistics_`)
         are a sum over rows, so the batches' statistics merge exactly and the model after any
-        number of calls equals :meth:`fit` on all their rows (to rounding, about 1e-13).
+        number of calls equals :meth:`fit` on all their rows, to rounding (about 1e-13 for
+        float64 data).
         The first call on an unfitted model starts it and fixes ``n_features_in_`` and the
         output dtype; a model already fitted by the covariance solver (by :meth:`fit`, or
         loaded with :func:`dkpca.load`) continues from its rows. Each call costs one pass over

@@ -31,7 +31,7 @@ from dkpca.blocked import (
     worker_block_bytes,
 )
 from dkpca.kernels import Kernel
-from dkpca.linalg import crossproduct, flip_signs, top_eigh
+from dkpca.linalg import crossproduct, flip_signs, small_eigh_threads, top_eigh
 from dkpca.moments import RowStatistics
 
 from ._basis import KernelBasis
@@ -59,7 +59,8 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     >>> R.shape, bool(np.allclose(R @ R.T, np.diag([0.25, 1.0, 0.0])))
     ((3, 2), True)
     """
-    w, V = np.linalg.eigh(K)
+    with small_eigh_threads(K.shape[0]):
+        w, V = np.linalg.eigh(K)
     # An indefinite kernel (sigmoid) has negative eigenvalues; positive ones no larger than
     # the most negative are as much noise, and 1/sqrt(w) would blow them up into spurious
     # components.
