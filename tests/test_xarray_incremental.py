@@ -186,6 +186,8 @@ def test_another_grid_is_refused(field):
         model.partial_fit(later(field).isel(lat=slice(0, 3)))
     with pytest.raises(ValueError, match="1 variable"):
         model.partial_fit(xr.Dataset({"a": later(field), "b": later(field)}))
+    with pytest.raises(ValueError, match="another grid than the model along 'lon'"):
+        model.transform(moved)  # the same shape elsewhere would give wrong scores silently
 
 
 def test_samples_already_seen_are_refused(field):

@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from ._grid import GridLayout, _flat, as_variables, build_layout
-from ._incremental import estimator_has
+from ._incremental import check_grids, estimator_has
 
 if TYPE_CHECKING:  # imported lazily: `import dkpca` (and every dask worker) stays light
     from dkpca.decomposition import KernelPCA
@@ -528,6 +528,7 @@ class FieldModel:
         layout = self.layout_
         full = layout.matrix(data)
         _, pairs = as_variables(data)
+        check_grids(layout, pairs)  # same shape, other coordinates: scores would be wrong
         template = self._sample_template(pairs[0][1], layout.sample_dims)
         kept, land = layout.kept, layout.land
         scale = layout.scale

@@ -28,7 +28,7 @@ from ._grid import GridLayout, as_variables
 if TYPE_CHECKING:
     from ._field import FieldModel
 
-__all__ = ["SEEN", "estimator_has", "partial_fit"]
+__all__ = ["SEEN", "check_grids", "estimator_has", "partial_fit"]
 
 #: Coordinate of the scores after ``partial_fit``: how many samples the model that computed
 #: them had seen (the estimator's ``n_samples_seen_`` just after that call).
@@ -108,7 +108,7 @@ def _continue(model: FieldModel, data: Any) -> None:
     layout, estimator = model.layout_, model.model_
     _, pairs = as_variables(data)
     full = layout.matrix(data)  # the variables, their feature dimensions and grid shapes
-    _check_grids(layout, pairs)
+    check_grids(layout, pairs)
     template = model._sample_template(pairs[0][1], layout.sample_dims)
     dim = _append_dim(model.scores_, template)
     rows = _usable_rows(model, full, template, pairs)
@@ -142,7 +142,7 @@ def _scored(model: FieldModel, scores: Any, template: xr.DataArray) -> xr.DataAr
                                      np.full(template.shape, _seen(model), dtype=np.int64))})
 
 
-def _check_grids(layout: GridLayout, pairs: list) -> None:
+def check_grids(layout: GridLayout, pairs: list) -> None:
     """Refuse fields whose grid coordinates differ from the model's, naming both and the fix."""
     from ._field import _labels
 
