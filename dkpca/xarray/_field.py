@@ -11,8 +11,9 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
+from ._checks import NAMED, check_grids, check_nan_pattern, check_weights_grid
 from ._grid import GridLayout, _flat, as_variables, build_layout
-from ._incremental import check_grids, estimator_has
+from ._incremental import estimator_has
 
 if TYPE_CHECKING:  # imported lazily: `import dkpca` (and every dask worker) stays light
     from dkpca.decomposition import KernelPCA
@@ -26,8 +27,6 @@ MODE = "mode"
 #: What to do with NaNs scattered among valid data (see :class:`FieldModel`).
 NAN_POLICIES = ("raise", "drop_samples", "drop_features")
 
-#: At most this many offending coordinates are named in an error.
-_NAMED = 5
 
 
 def describe_model(model: KernelPCA | PCA) -> dict[str, str]:
@@ -62,7 +61,7 @@ def _positions(mask: np.ndarray, shape: tuple[int, ...], dims: Sequence[str],
                coords: dict[str, Any]) -> str:
     """Name the first few ``True`` entries of a flat mask by coordinates (``(lat=10.0, ...)``)."""
     named = []
-    for flat in np.flatnonzero(mask)[:_NAMED]:
+    for flat in np.flatnonzero(mask)[:NAMED]:
         index = np.unravel_index(flat, shape)
         parts = []
         for dim, i in zip(dims, index, strict=True):
@@ -448,7 +447,7 @@ class FieldModel:
         else:
             scales = [np.ones(m.size) for m in masks]
         scales = [np.where(np.isfinite(s), s, 0.0) for s in scales]
-        _check_weights_grid(pairs, sample_dims, self.weights)
+        check_weights_grid(pairs, sample_dims, self.weights)
         layout = build_layout(data, sample_dims, self.weights, scales, masks, land)
         if not layout.kept.any():
             raise ValueError("no grid point has data at every training sample")
@@ -709,39 +708,6 @@ def _clean_block(block: np.ndarray, kept: np.ndarray, land: np.ndarray, scale: n
     return np.hstack([values, ok[:, None].astype(values.dtype)])
 
 
-def check_nan_pattern(wet: np.ndarray, partial: np.ndarray, gaps: np.ndarray,
-                      land: np.ndarray, kept: np.ndarray, drop: bool,
-                      describe: Callable | None, land_hint: str = "") -> None:
-    """Raise unless new rows are NaN exactly where the model has no data.
-
-    ``wet`` flags the land points (``land``) with a value in some row; ``partial`` the rows
-    NaN at some kept point (``kept``) but not everywhere, allowed under ``drop``; ``gaps``
-    the kept points NaN in such a row. ``describe(rows, columns)`` names them by coordinates.
-    """
-    if wet.any():
-        where = (describe(None, _columns(land, wet)) if describe else
-                 f"{int(wet.sum())} grid points")
-        raise ValueError(
-            f"the new field has values where the model has no data (NaN at every training "
-            f"sample, e.g. land): {where}{land_hint}"
-        )
-    if partial.any() and not drop:
-        where = (describe(partial, _columns(kept, gaps)) if describe else
-                 f"{int(partial.sum())} samples of this block")
-        raise ValueError(
-            f"the new field is NaN where the model has data: {where}. Fill them, or fit with "
-            f"nan_policy='drop_samples' to give such samples NaN scores."
-        )
-
-
-def _columns(mask: np.ndarray, hits: np.ndarray) -> np.ndarray:
-    """Turn a mask over the ``mask`` grid points into one over all grid points."""
-    out = np.zeros(mask.size, dtype=bool)
-    out[np.flatnonzero(mask)[hits]] = True
-    return out
-
-
-
 def _short_repr(value: Any) -> str:
     """Return a one-line repr of a parameter value (a DataArray as its dimensions and sizes)."""
     if isinstance(value, xr.DataArray):
@@ -750,44 +716,3 @@ def _short_repr(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_short_repr(v)}" for k, v in value.items()) + "}"
     return repr(value)
-
-
-def _labels(coord: xr.DataArray | None, size: int) -> str:
-    """At most a few of a coordinate's values, for an error message."""
-    if coord is None:
-        return f"{size} points without coordinates"
-    values = coord.values.tolist()
-    shown = ", ".join(str(v) for v in values[:_NAMED])
-    return f"[{shown}{', ...' if len(values) > _NAMED else ''}] ({size} points)"
-
-
-def _check_weights_grid(pairs: list, sample_dims: tuple[str, ...], weights: Any) -> None:
-    """Refuse user weights on another grid than the field's, naming both grids and the fix.
-
-    Weights may cover more of a dimension than the field (they are selected at the field's
-    coordinates); every point of the field needs a weight.
-    """
-    per_variable = weights if isinstance(weights, dict) else None
-    for name, array in pairs:
-        w = per_variable.get(name) if per_variable is not None else weights
-        if not isinstance(w, xr.DataArray):
-            continue
-        for dim in w.dims:
-            if dim not in array.dims or dim in sample_dims:
-                continue  # a dimension the field lacks is reported by the layout
-            field_coord = array.coords[dim] if dim in array.indexes else None
-            weight_coord = w.coords[dim] if dim in w.indexes else None
-            if field_coord is not None and weight_coord is not None:
-                missing = int((~np.isin(field_coord.values, weight_coord.values)).sum())
-            else:
-                missing = 0 if array.sizes[dim] == w.sizes[dim] else array.sizes[dim]
-            if not missing:
-                continue
-            which = f"weights for {name!r}" if name is not None else "weights"
-            raise ValueError(
-                f"the {which} are on another grid than the field along {dim!r}: the weights' "
-                f"{dim} is {_labels(weight_coord, w.sizes[dim])}, the field's {dim} is "
-                f"{_labels(field_coord, array.sizes[dim])}, and {missing} of the field's "
-                f"points have no weight. Give weights on the field's grid, e.g. "
-                f"weights.interp_like(field) or weights.reindex_like(field, method='nearest')."
-            )

@@ -14,32 +14,29 @@ model that was (see the Notes of :meth:`FieldModel.partial_fit`).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ._grid import GridLayout, as_variables
+from dkpca._estimator import available_when
+
+from ._checks import NAMED, check_grids, check_nan_pattern
+from ._grid import as_variables
 
 if TYPE_CHECKING:
     from ._field import FieldModel
 
-__all__ = ["SEEN", "check_grids", "estimator_has", "partial_fit"]
+__all__ = ["SEEN", "estimator_has", "partial_fit"]
 
 #: Coordinate of the scores after ``partial_fit``: how many samples the model that computed
 #: them had seen (the estimator's ``n_samples_seen_`` just after that call).
 SEEN = "n_samples_seen"
 
-#: At most this many repeated samples are named in an error.
-_NAMED = 5
 
-
-class estimator_has:  # a decorator, named like scikit-learn's available_if
-    """A FieldModel method that exists only where its estimator has the method of that name.
+def estimator_has(name: str) -> available_when:
+    """Make a FieldModel method exist only where its estimator has the method of that name.
 
     ``hasattr(field_model, name)`` is then what it is for the estimator (the fitted one, or the
     one given), and reaching the method where the estimator lacks it raises the estimator's
@@ -57,20 +54,11 @@ class estimator_has:  # a decorator, named like scikit-learn's available_if
     AttributeError: PCA: partial_fit needs solver='covariance' (or 'auto'), whose statistics are a sum over rows; solver='gram' needs every row at once.
     """
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __call__(self, method: Callable) -> estimator_has:
-        self.method = method
-        functools.update_wrapper(self, method)
-        return self
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:  # on the class: the plain function (docs, introspection)
-            return self.method
+    def check(instance: Any) -> None:
         estimator = instance.__dict__.get("model_")
-        getattr(instance._estimator() if estimator is None else estimator, self.name)
-        return MethodType(self.method, instance)
+        getattr(instance._estimator() if estimator is None else estimator, name)
+
+    return available_when(check)
 
 
 def partial_fit(model: FieldModel, data: Any) -> None:
@@ -142,28 +130,6 @@ def _scored(model: FieldModel, scores: Any, template: xr.DataArray) -> xr.DataAr
                                      np.full(template.shape, _seen(model), dtype=np.int64))})
 
 
-def check_grids(layout: GridLayout, pairs: list) -> None:
-    """Refuse fields whose grid coordinates differ from the model's, naming both and the fix."""
-    from ._field import _labels
-
-    for i, ((name, array), variable) in enumerate(zip(pairs, layout.variables, strict=True)):
-        fitted = variable.template
-        for dim in variable.feature_dims:
-            if dim not in fitted.indexes:
-                continue
-            given = array.indexes.get(dim)
-            if given is not None and fitted.indexes[dim].equals(given):
-                continue
-            raise ValueError(
-                f"{name or 'the field'} is on another grid than the model along {dim!r}: the "
-                f"model's {dim} is {_labels(fitted.coords[dim], fitted.sizes[dim])}, the "
-                f"field's {_labels(array.coords.get(dim), array.sizes[dim])}. Put the field on "
-                f"the model's grid first, e.g. field.interp_like(grid) or "
-                f"field.reindex_like(grid, method='nearest') with "
-                f"grid = model.layout_.variables[{i}].template."
-            )
-
-
 def _append_dim(old: xr.DataArray, template: xr.DataArray) -> str:
     """Return the sample dimension the new samples extend; the others must be as fitted.
 
@@ -193,8 +159,8 @@ def _append_dim(old: xr.DataArray, template: xr.DataArray) -> str:
         if not repeated(d):
             return d
     seen = repeated(candidates[0])
-    shown = ", ".join(str(v) for v in seen[:_NAMED]) + (
-        f" and {len(seen) - _NAMED} more" if len(seen) > _NAMED else "")
+    shown = ", ".join(str(v) for v in seen[:NAMED]) + (
+        f" and {len(seen) - NAMED} more" if len(seen) > NAMED else "")
     raise ValueError(
         f"the new field repeats samples the model has already seen: {candidates[0]}={shown}. "
         f"partial_fit adds new samples only (one given twice would count twice); leave them "
@@ -212,8 +178,6 @@ def _usable_rows(model: FieldModel, full: Any, template: xr.DataArray, pairs: li
     ``nan_policy="drop_samples"`` rows with any NaN, are left out (NaN scores).
     """
     from dkpca.blocked import compute
-
-    from ._field import check_nan_pattern
 
     layout = model.layout_
     kept, land = layout.kept, layout.land

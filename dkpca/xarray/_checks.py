@@ -1,0 +1,119 @@
+"""Checks that new fields agree with a fitted :class:`~dkpca.xarray.FieldModel`, and their messages.
+
+Shared by ``fit`` (user weights on the field's grid), ``transform`` and ``partial_fit`` (the
+model's grid, its NaN pattern); each error names a few offending coordinates and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ._grid import GridLayout
+
+__all__ = [
+    "NAMED",
+    "check_grids",
+    "check_nan_pattern",
+    "check_weights_grid",
+    "coordinate_labels",
+]
+
+#: At most this many offending coordinates are named in an error.
+NAMED = 5
+
+
+def check_nan_pattern(wet: np.ndarray, partial: np.ndarray, gaps: np.ndarray,
+                      land: np.ndarray, kept: np.ndarray, drop: bool,
+                      describe: Callable | None, land_hint: str = "") -> None:
+    """Raise unless new rows are NaN exactly where the model has no data.
+
+    ``wet`` flags the land points (``land``) with a value in some row; ``partial`` the rows
+    NaN at some kept point (``kept``) but not everywhere, allowed under ``drop``; ``gaps``
+    the kept points NaN in such a row. ``describe(rows, columns)`` names them by coordinates.
+    """
+    if wet.any():
+        where = (describe(None, _columns(land, wet)) if describe else
+                 f"{int(wet.sum())} grid points")
+        raise ValueError(
+            f"the new field has values where the model has no data (NaN at every training "
+            f"sample, e.g. land): {where}{land_hint}"
+        )
+    if partial.any() and not drop:
+        where = (describe(partial, _columns(kept, gaps)) if describe else
+                 f"{int(partial.sum())} samples of this block")
+        raise ValueError(
+            f"the new field is NaN where the model has data: {where}. Fill them, or fit with "
+            f"nan_policy='drop_samples' to give such samples NaN scores."
+        )
+
+
+def _columns(mask: np.ndarray, hits: np.ndarray) -> np.ndarray:
+    """Turn a mask over the ``mask`` grid points into one over all grid points."""
+    out = np.zeros(mask.size, dtype=bool)
+    out[np.flatnonzero(mask)[hits]] = True
+    return out
+
+
+def check_grids(layout: GridLayout, pairs: list) -> None:
+    """Refuse fields whose grid coordinates differ from the model's, naming both and the fix."""
+    for i, ((name, array), variable) in enumerate(zip(pairs, layout.variables, strict=True)):
+        fitted = variable.template
+        for dim in variable.feature_dims:
+            if dim not in fitted.indexes:
+                continue
+            given = array.indexes.get(dim)
+            if given is not None and fitted.indexes[dim].equals(given):
+                continue
+            raise ValueError(
+                f"{name or 'the field'} is on another grid than the model along {dim!r}: the "
+                f"model's {dim} is {coordinate_labels(fitted.coords[dim], fitted.sizes[dim])}, the "
+                f"field's {coordinate_labels(array.coords.get(dim), array.sizes[dim])}. Put the field on "
+                f"the model's grid first, e.g. field.interp_like(grid) or "
+                f"field.reindex_like(grid, method='nearest') with "
+                f"grid = model.layout_.variables[{i}].template."
+            )
+
+
+def coordinate_labels(coord: xr.DataArray | None, size: int) -> str:
+    """At most a few of a coordinate's values, for an error message."""
+    if coord is None:
+        return f"{size} points without coordinates"
+    values = coord.values.tolist()
+    shown = ", ".join(str(v) for v in values[:NAMED])
+    return f"[{shown}{', ...' if len(values) > NAMED else ''}] ({size} points)"
+
+
+def check_weights_grid(pairs: list, sample_dims: tuple[str, ...], weights: Any) -> None:
+    """Refuse user weights on another grid than the field's, naming both grids and the fix.
+
+    Weights may cover more of a dimension than the field (they are selected at the field's
+    coordinates); every point of the field needs a weight.
+    """
+    per_variable = weights if isinstance(weights, dict) else None
+    for name, array in pairs:
+        w = per_variable.get(name) if per_variable is not None else weights
+        if not isinstance(w, xr.DataArray):
+            continue
+        for dim in w.dims:
+            if dim not in array.dims or dim in sample_dims:
+                continue  # a dimension the field lacks is reported by the layout
+            field_coord = array.coords[dim] if dim in array.indexes else None
+            weight_coord = w.coords[dim] if dim in w.indexes else None
+            if field_coord is not None and weight_coord is not None:
+                missing = int((~np.isin(field_coord.values, weight_coord.values)).sum())
+            else:
+                missing = 0 if array.sizes[dim] == w.sizes[dim] else array.sizes[dim]
+            if not missing:
+                continue
+            which = f"weights for {name!r}" if name is not None else "weights"
+            raise ValueError(
+                f"the {which} are on another grid than the field along {dim!r}: the weights' "
+                f"{dim} is {coordinate_labels(weight_coord, w.sizes[dim])}, the field's {dim} is "
+                f"{coordinate_labels(field_coord, array.sizes[dim])}, and {missing} of the field's "
+                f"points have no weight. Give weights on the field's grid, e.g. "
+                f"weights.interp_like(field) or weights.reindex_like(field, method='nearest')."
+            )
