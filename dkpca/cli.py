@@ -169,11 +169,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
                        help="a registered kernel (default: rbf)")
     group.add_argument("--gamma", type=float, help="kernel coefficient (default: 1/n_features)")
     group.add_argument("--sigma2", type=float, help="RBF width, exp(-|x-y|^2 / (2 sigma2))")
-    group.add_argument("--degree", type=int, default=3, help="polynomial degree")
-    group.add_argument("--coef0", type=float, default=1.0, help="poly/sigmoid offset")
-    group.add_argument("--solver", default="auto",
-                       choices=["auto", "exact", "randomized", "sketch", "nystrom", "fixed_size",
-                                "icf"])
+    group.add_argument("--degree", type=int, default=_default("degree"),
+                       help="polynomial degree")
+    group.add_argument("--coef0", type=float, default=_default("coef0"),
+                       help="poly/sigmoid offset")
+    group.add_argument("--solver", default=_default("solver"), choices=_choices("solver"))
     group.add_argument("--n-components", type=_n_components, default=None,
                        help="a count, or a variance fraction in (0, 1)")
     group.add_argument("--min-relative-eigenvalue", type=float, default=None)
@@ -181,31 +181,51 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-memory", default="auto",
                        help="memory the kernel may take, e.g. 8GiB (default: auto: for the "
                             "randomized solver's cached tiles, the workers' free memory)")
-    group.add_argument("--cache-dtype", default="auto", choices=["auto", "float32", "float64"],
+    group.add_argument("--cache-dtype", default=_default("cache_dtype"),
+                       choices=_choices("cache_dtype"),
                        help="randomized: precision of the kernel tiles (products are "
                             "accumulated in float64)")
     group.add_argument("--n-landmarks", type=_positive_int, default=None,
                        help="nystrom, fixed_size: landmarks (default: min(n, 1000))")
-    group.add_argument("--sampling", default="uniform",
-                       choices=["uniform", "diagonal", "column_norm", "kmeans"],
+    group.add_argument("--sampling", default=_default("sampling"), choices=_choices("sampling"),
                        help="nystrom: how landmarks are chosen")
-    group.add_argument("--selection", default="renyi_kmeans", choices=["renyi_kmeans", "renyi"],
+    group.add_argument("--selection", default=_default("selection"), choices=_choices("selection"),
                        help="fixed_size: FS2 (k-means start) or FS (random start)")
     group.add_argument("--icf-tol", type=float, default=None,
                        help="icf: stop when the residual trace is below this "
                             "(default: 1e-3 of the kernel's trace)")
     group.add_argument("--max-rank", type=_positive_int, default=None,
                        help="icf: most pivots (default: min(n, 1000))")
-    group.add_argument("--sketch", default="gaussian", choices=["gaussian", "hashing"],
+    group.add_argument("--sketch", default=_default("sketch"), choices=_choices("sketch"),
                        help="sketch: the dot-product preserving transform")
     group.add_argument("--sketch-dim", type=_positive_int, default=None,
                        help="sketch: its dimension q")
-    group.add_argument("--preimage", default="auto", choices=["auto", "fixed_point", "learned"],
+    group.add_argument("--preimage", default=_default("preimage"), choices=_choices("preimage"),
                        help="pre-images for denoise: fixed-point (RBF) or learned (any kernel)")
     group.add_argument("--fit-inverse-transform", action="store_true",
                        help="learn the kernel ridge pre-image (needed for non-RBF kernels)")
-    group.add_argument("--alpha", type=float, default=1.0,
-                       help="ridge penalty of the learned pre-image (default: 1.0)")
+    group.add_argument("--alpha", type=float, default=_default("alpha"),
+                       help="ridge penalty of the learned pre-image (default: %(default)s)")
+
+
+def _choices(param: str) -> list[str]:
+    """Return the values :class:`~dkpca.KernelPCA` accepts for ``param`` (default first).
+
+    Read from the estimator's parameter constraints, so the command offers exactly what the
+    library fits (``tests/test_cli.py`` checks every option against them).
+    """
+    from dkpca.decomposition import KernelPCA
+
+    (options,) = (c for c in KernelPCA._parameter_constraints[param] if hasattr(c, "values"))
+    default = _default(param)
+    return [default, *sorted(v for v in options.values if v != default)]
+
+
+def _default(param: str) -> Any:
+    """Return :class:`~dkpca.KernelPCA`'s default for ``param``."""
+    from dkpca.decomposition import KernelPCA
+
+    return KernelPCA().get_params()[param]
 
 
 def _named_kernels() -> list[str]:

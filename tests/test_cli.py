@@ -444,3 +444,30 @@ def test_denoise_reports_unconverged_preimages_once_in_the_summary(tmp_path, cap
     summary = captured.out.strip().splitlines()[-1]
     assert re.search(r"; \d+ of 300 pre-images did not converge in 1 iterations", summary)
     assert "did not converge" not in captured.err
+
+
+def test_the_fit_options_are_the_librarys():
+    # One source of truth (issue 34): every model option of `dkpca fit` that names a
+    # KernelPCA parameter offers exactly its values and defaults to its default.
+    from dkpca import KernelPCA
+    from dkpca.cli import _parser
+    from dkpca.kernels._base import _named_kernels
+
+    (commands,) = (a for a in _parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    defaults = KernelPCA().get_params()
+    checked = set()
+    for action in commands.choices["fit"]._actions:
+        if action.dest not in defaults:
+            continue
+        checked.add(action.dest)
+        if action.choices is not None:
+            if action.dest == "kernel":
+                assert set(action.choices) == set(_named_kernels())
+                continue
+            (options,) = (c for c in KernelPCA._parameter_constraints[action.dest]
+                          if hasattr(c, "values"))
+            assert set(action.choices) == set(options.values), action.dest
+        if action.default is not None and action.dest != "fit_inverse_transform":
+            assert action.default == defaults[action.dest], action.dest
+    assert {"solver", "sampling", "selection", "sketch", "preimage", "cache_dtype", "kernel",
+            "degree", "coef0", "alpha"} <= checked
