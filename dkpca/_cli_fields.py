@@ -15,15 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "json_object", "run"]
 
 #: The ``--solver`` values linear PCA takes: its own choice (covariance, Gram, or randomized
 #: when neither fits), the accurate randomized solver for very wide grids, or a sketch.
 PCA_SOLVERS = ("auto", "randomized", "sketch")
-
-#: Positions, in standard deviations of the training scores, of the written patterns.
-PATTERN_POSITIONS = (-2.0, -1.0, 1.0, 2.0)
-
 
 def add_parser(commands: Any, parents: list, options: list[Callable]) -> None:
     """Add the ``fields`` subcommand to ``commands``, with the shared ``options`` adders."""
@@ -64,13 +60,20 @@ def add_parser(commands: Any, parents: list, options: list[Callable]) -> None:
                             "(always written for kpca)")
     group.add_argument("--save-model", metavar="PATH",
                        help="also save the fitted model (dkpca.load reads it back)")
-    group.add_argument("--storage-options", type=_json_options, default=None, metavar="JSON",
+    group.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
                        help="fsspec options for URLs")
     for add in options:
         add(fields)
 
 
-def _json_options(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """``--storage-options``: a JSON object, or a usage error that quotes the text.
+
+    Examples
+    --------
+    >>> json_object('{"anon": true}')
+    {'anon': True}
+    """
     import json
 
     try:

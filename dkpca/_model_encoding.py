@@ -36,6 +36,7 @@ from dkpca._model_integrity import (
     _VerifiedReader,
 )
 from dkpca.blocked import compute
+from dkpca.io import is_sparse
 from dkpca.kernels import Kernel, kernel_from_config
 from dkpca.moments import RowStatistics
 from dkpca.solvers import KernelBasis
@@ -58,13 +59,6 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, list | tuple) and all(_json_value(v) is not None for v in value):
         return [_json_value(v) for v in value]
     return None
-
-
-def _is_sparse(value: Any) -> bool:
-    """Whether ``value`` is a ``scipy.sparse`` matrix, or a dask array of them."""
-    return scipy.sparse.issparse(value) or (
-        isinstance(value, da.Array) and scipy.sparse.issparse(getattr(value, "_meta", None))
-    )
 
 
 def _kernel_config(kernel: Kernel, owner: str) -> dict[str, Any]:
@@ -106,7 +100,7 @@ class _Writer:
         where = f"{path}/{key}" if path else key
         if isinstance(value, Kernel):
             return {"kernel": _kernel_config(value, owner)}
-        if _is_sparse(value):
+        if is_sparse(value):
             self.groups.append(where)
             encoded = {"sparse": key, "format": "csr", "shape": None}  # shape: once computed
             self.sparse.append((where, value, encoded))

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from dkpca._cli_fields import json_object
 from dkpca._errors import (  # UsageError re-exported: dkpca.cli.UsageError predates _errors
     EXIT_INTERRUPTED,
     EXIT_TRANSIENT,
@@ -103,16 +104,6 @@ def _memory_limit(text: str) -> str | int:
             from None
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({err.msg}): {text}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
-    return value
-
-
 def _sigma2_grid(text: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
@@ -135,7 +126,7 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--component", help="array inside the input Zarr group")
     group.add_argument("--sample-dim",
                        help="sample dimension of an input with dimension names (default: first)")
-    group.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+    group.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
                        help='fsspec options for URLs, e.g. \'{"anon": true}\'')
 
 
@@ -344,7 +335,7 @@ def _parser() -> argparse.ArgumentParser:
 
     info = commands.add_parser("info", parents=[common], help="describe a saved model")
     info.add_argument("model", help="saved model (from dkpca fit)")
-    info.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON")
+    info.add_argument("--storage-options", type=json_object, default=None, metavar="JSON")
 
     demo = commands.add_parser(
         "demo", parents=[common],
