@@ -51,6 +51,7 @@ __all__ = [
     "cache_memory_budget",
     "cached_kernel_bytes",
     "evaluate_tile",
+    "storage_dtype",
     "symmetric_kernel_product",
 ]
 
@@ -90,7 +91,15 @@ def balanced_tile_rows(n: int, itemsize: int, block_bytes: int) -> int:
     return -(-n // r)
 
 
-def _storage_dtype(X: Any, dtype: np.dtype | str | None) -> np.dtype:
+def storage_dtype(X: Any, dtype: np.dtype | str | None = None) -> np.dtype:
+    """Return the tiles' dtype: ``dtype`` if given, else the data's floating dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> storage_dtype(np.ones((2, 2), dtype=np.int32)), storage_dtype(np.ones(2), "float32")
+    (dtype('float64'), dtype('float32'))
+    """
     return np.dtype(np.result_type(X.dtype, np.float32) if dtype is None else dtype)
 
 
@@ -320,7 +329,7 @@ def cache_kernel_tiles(
     >>> tiles.bounds, tiles.dtype, tiles.nbytes
     ([(0, 14), (14, 28), (28, 40)], dtype('float32'), 4272)
     """
-    return KernelTiles(kernel, X, block_bytes=block_bytes, dtype=_storage_dtype(X, dtype))
+    return KernelTiles(kernel, X, block_bytes=block_bytes, dtype=storage_dtype(X, dtype))
 
 
 def symmetric_kernel_product(
@@ -364,7 +373,7 @@ def symmetric_kernel_product(
     >>> bool(np.allclose(got, RBF(gamma=0.5).pairwise(X) @ V))
     True
     """
-    tiles = KernelTiles(kernel, X, block_bytes=block_bytes, dtype=_storage_dtype(X, dtype),
+    tiles = KernelTiles(kernel, X, block_bytes=block_bytes, dtype=storage_dtype(X, dtype),
                         cached=False)
     return tiles.matmul(V)
 

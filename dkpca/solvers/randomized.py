@@ -12,7 +12,7 @@ import numpy as np
 from dkpca.blocked import center_columns, compute, kernel_diagonal
 from dkpca.kernels import Kernel
 from dkpca.linalg import KrylovResult, block_krylov_eigh
-from dkpca.tiles import KernelTiles, cached_kernel_bytes
+from dkpca.tiles import KernelTiles, cached_kernel_bytes, storage_dtype
 
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
@@ -170,7 +170,7 @@ def fit_randomized(
     (True, 3)
     """
     n = X.shape[0]
-    dtype = np.dtype(np.result_type(X.dtype, np.float32) if cache_dtype is None else cache_dtype)
+    dtype = storage_dtype(X, cache_dtype)
     in_memory = basis_data if (isinstance(basis_data, np.ndarray) and basis_data.shape == X.shape
                                and basis_data.dtype == X.dtype) else None
     operator = _CenteredKernelOperator(
