@@ -309,6 +309,44 @@ def _dense_row(A: Block, i: int) -> np.ndarray:
     return (row.toarray() if sp.issparse(row) else np.asarray(row))[0]
 
 
+class ExponentialKernel(Kernel):
+    """A kernel ``exp(E(x, y))`` with ``E(x, x) = 0``: RBF, Laplacian, chi².
+
+    Subclasses give the exponent block (:meth:`_exponent`); the kernel, its offset form (the
+    exponent's ``expm1`` where the entries crowd around 1) and its unit diagonal follow.
+    ``_diag_blocks`` checks a block for :meth:`diag` as :meth:`_exponent` does.
+    """
+
+    @abstractmethod
+    def _exponent(self, X: Block, Y: Block | None) -> np.ndarray:
+        """Return the exponent block ``E(X[i], Y[j])`` (a new array)."""
+
+    def _diag_blocks(self, X: Block) -> Block:
+        return _as_blocks(X, None)[0]
+
+    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
+        """Return ``exp(E(X[i], Y[j]))``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dkpca.kernels import RBF
+        >>> RBF(gamma=1.0).pairwise(np.zeros((1, 1)), np.ones((1, 1))).round(4)
+        array([[0.3679]])
+        """
+        K = self._exponent(X, Y)
+        return np.exp(K, out=K)
+
+    def pairwise_offset(self, X: Block, Y: Block | None = None) -> tuple[np.ndarray, float]:
+        """Return ``exp(E) - c`` and ``c`` (1 where most entries are near 1, else 0)."""
+        return _exp_with_offset(self._exponent(X, Y))
+
+    def diag(self, X: Block) -> np.ndarray:
+        """Return ones: ``exp(E(x, x)) = exp(0)``."""
+        X = self._diag_blocks(X)
+        return np.ones(X.shape[0], dtype=X.dtype)
+
+
 @register_kernel
 class SumKernel(Kernel):
     """Sum of kernels, usually built with ``+``.

@@ -8,11 +8,11 @@ from scipy.spatial.distance import cdist
 
 from ._base import (
     Block,
+    ExponentialKernel,
     Kernel,
     _as_blocks,
     _check_non_negative,
     _check_positive,
-    _exp_with_offset,
     _resolve_gamma,
     _result_dtype,
     _row_chunks,
@@ -77,7 +77,7 @@ def _checked_chi2_blocks(X: Block, Y: Block | None, owner: str, kernel: str) -> 
 
 
 @register_kernel
-class Laplacian(Kernel):
+class Laplacian(ExponentialKernel):
     """Laplacian kernel ``exp(-gamma ||x - y||_1)``, with the L1 (cityblock) distance.
 
     Parameters
@@ -121,22 +121,9 @@ class Laplacian(Kernel):
         K *= -_resolve_gamma(self.gamma, X.shape[1])
         return K
 
-    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
-        K = self._exponent(X, Y)
-        return np.exp(K, out=K)
-
-    def pairwise_offset(
-        self, X: Block, Y: Block | None = None
-    ) -> tuple[np.ndarray, float]:
-        return _exp_with_offset(self._exponent(X, Y))
-
-    def diag(self, X: Block) -> np.ndarray:
-        X, _ = _as_blocks(X, None)
-        return np.ones(X.shape[0], dtype=X.dtype)
-
 
 @register_kernel
-class Chi2(Kernel):
+class Chi2(ExponentialKernel):
     """Exponentiated chi-squared kernel ``exp(-gamma Σ_k (x_k - y_k)² / (x_k + y_k))``.
 
     For histograms and other non-negative features (bag of words, colour histograms); terms
@@ -180,18 +167,8 @@ class Chi2(Kernel):
         K *= -self.gamma
         return K
 
-    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
-        K = self._exponent(X, Y)
-        return np.exp(K, out=K)
-
-    def pairwise_offset(
-        self, X: Block, Y: Block | None = None
-    ) -> tuple[np.ndarray, float]:
-        return _exp_with_offset(self._exponent(X, Y))
-
-    def diag(self, X: Block) -> np.ndarray:
-        X, _ = _checked_chi2_blocks(X, None, "Chi2", "chi2")
-        return np.ones(X.shape[0], dtype=X.dtype)
+    def _diag_blocks(self, X: Block) -> Block:
+        return _checked_chi2_blocks(X, None, "Chi2", "chi2")[0]
 
 
 @register_kernel

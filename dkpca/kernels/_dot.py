@@ -9,12 +9,12 @@ import scipy.sparse as sp
 
 from ._base import (
     Block,
+    ExponentialKernel,
     Kernel,
     _affine_product,
     _as_blocks,
     _check_positive,
     _check_real,
-    _exp_with_offset,
     _product,
     _resolve_gamma,
     _squared_norms,
@@ -23,7 +23,7 @@ from ._base import (
 
 
 @register_kernel
-class RBF(Kernel):
+class RBF(ExponentialKernel):
     """Gaussian (radial basis function) kernel ``exp(-gamma ||x - y||²)``.
 
     Parameters
@@ -85,10 +85,6 @@ class RBF(Kernel):
     def with_defaults(self, n_features: int) -> RBF:
         return RBF(gamma=_resolve_gamma(self.gamma, n_features))
 
-    def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
-        K = self._exponent(X, Y)
-        return np.exp(K, out=K)
-
     def _exponent(self, X: Block, Y: Block | None) -> np.ndarray:
         X, Y = _as_blocks(X, Y)
         g = _resolve_gamma(self.gamma, X.shape[1])
@@ -97,15 +93,6 @@ class RBF(Kernel):
         return _affine_product(
             X, Y, 2.0 * g, [-g * _squared_norms(X), 1.0], [1.0, -g * _squared_norms(Y)]
         )
-
-    def pairwise_offset(
-        self, X: Block, Y: Block | None = None
-    ) -> tuple[np.ndarray, float]:
-        return _exp_with_offset(self._exponent(X, Y))
-
-    def diag(self, X: Block) -> np.ndarray:
-        X, _ = _as_blocks(X, None)
-        return np.ones(X.shape[0], dtype=X.dtype)
 
 
 @register_kernel
