@@ -35,3 +35,28 @@ def suite_tests(module: ModuleType) -> dict[str, Any]:
     return {name: pytest.mark.sklearn_suite(function)
             for name, function in vars(module).items()
             if name.startswith("test_") and callable(function)}
+
+
+def suite_namespace(path: Path, name: str, factory: Callable[..., Any],
+                    deliberate: dict[str, str]) -> dict[str, Any]:
+    """What a harness module holds: scikit-learn's tests from ``path`` (``name`` mapped to
+    ``factory``), scikit-learn's seed fixture, and a test that the suite was found.
+
+    A harness ends with ``globals().update(suite_namespace(...))``.
+    """
+    def load() -> ModuleType:
+        return load_suite(path, name, factory)
+
+    @pytest.fixture
+    def global_random_seed() -> int:
+        """scikit-learn's default global seed (its conftest is not loaded here)."""
+        return 42
+
+    def test_suite_was_found() -> None:
+        """The installed scikit-learn ships the module, and every deliberate difference names
+        a test in it (a renamed test would otherwise drop out unnoticed)."""
+        assert path.exists()
+        assert {test.split("[")[0] for test in deliberate} <= set(vars(load()))
+
+    return {**suite_tests(load()), "global_random_seed": global_random_seed,
+            "test_suite_was_found": test_suite_was_found}

@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 import sklearn
 import sklearn.decomposition
-from _sklearn_suites import load_suite, suite_tests
+from _sklearn_suites import suite_namespace
 
 import dkpca
 
@@ -78,28 +77,6 @@ def mapped_incremental_pca(
     return dkpca.PCA(n_components, whiten=whiten)
 
 
-def _load_suite() -> Any:
-    return load_suite(SUITE, "IncrementalPCA", mapped_incremental_pca)
-
-
-@pytest.fixture
-def global_random_seed() -> int:
-    """scikit-learn's default global seed (its conftest is not loaded here)."""
-    return 42
-
-
-def _collect() -> dict[str, Any]:
-    return suite_tests(_load_suite())
-
-
-def test_suite_was_found() -> None:
-    """The installed scikit-learn ships the module, and every deliberate difference names a
-    test in it (a renamed test would otherwise drop out unnoticed)."""
-    names = set(vars(_load_suite()))
-    assert SUITE.exists()
-    assert {name.split("[")[0] for name in DELIBERATE} <= names
-
-
 def test_n_components_may_change_between_batches() -> None:
     """What dkpca does where ``test_incremental_pca_set_params`` expects an error: the next
     batch gives the exact fit on all rows seen, at the new number of components."""
@@ -114,4 +91,4 @@ def test_n_components_may_change_between_batches() -> None:
                                atol=1e-8)
 
 
-globals().update(_collect())
+globals().update(suite_namespace(SUITE, "IncrementalPCA", mapped_incremental_pca, DELIBERATE))

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import sklearn
 import sklearn.decomposition
-from _sklearn_suites import load_suite, suite_tests
+from _sklearn_suites import suite_namespace
 
 import dkpca
 
@@ -107,32 +107,10 @@ def mapped_pca(
     return dkpca.PCA(n_components, **params)
 
 
-def _load_suite() -> Any:
-    return load_suite(SUITE, "PCA", mapped_pca)
-
-
-@pytest.fixture
-def global_random_seed() -> int:
-    """scikit-learn's default global seed (its conftest is not loaded here)."""
-    return 42
-
-
 @pytest.fixture(params=[np.float64, np.float32], ids=["float64", "float32"])
 def global_dtype(request: pytest.FixtureRequest) -> type:
     """scikit-learn's dtype fixture, with its float32 runs switched on."""
     return request.param
 
 
-def _collect() -> dict[str, Any]:
-    return suite_tests(_load_suite())
-
-
-def test_suite_was_found() -> None:
-    """The installed scikit-learn ships the module, and every deliberate difference names a
-    test in it (a renamed test would otherwise drop out unnoticed)."""
-    names = set(vars(_load_suite()))
-    assert SUITE.exists()
-    assert {name.split("[")[0] for name in DELIBERATE} <= names
-
-
-globals().update(_collect())
+globals().update(suite_namespace(SUITE, "PCA", mapped_pca, DELIBERATE))

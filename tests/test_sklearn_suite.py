@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import sklearn
 import sklearn.decomposition
-from _sklearn_suites import load_suite, suite_tests
+from _sklearn_suites import suite_namespace
 
 import dkpca
 
@@ -78,26 +78,4 @@ def mapped_kernel_pca(
     )
 
 
-def _load_suite() -> Any:
-    return load_suite(SUITE, "KernelPCA", mapped_kernel_pca)
-
-
-@pytest.fixture
-def global_random_seed() -> int:
-    """scikit-learn's default global seed (its conftest is not loaded here)."""
-    return 42
-
-
-def _collect() -> dict[str, Any]:
-    return suite_tests(_load_suite())
-
-
-def test_suite_was_found() -> None:
-    """The installed scikit-learn ships the module, and every deliberate difference names a
-    test in it (a renamed test would otherwise drop out unnoticed)."""
-    names = set(vars(_load_suite()))
-    assert SUITE.exists()
-    assert {name.split("[")[0] for name in DELIBERATE} <= names
-
-
-globals().update(_collect())
+globals().update(suite_namespace(SUITE, "KernelPCA", mapped_kernel_pca, DELIBERATE))
