@@ -141,7 +141,7 @@ def test_a_published_store_carries_no_marker():
 def test_a_marked_store_is_refused_by_every_reader():
     import dkpca
     from dkpca.io import IncompleteResultError, as_dask, open_zarr
-    from dkpca.io._temporaries import writer_token
+    from dkpca.io._writer import writer_token
 
     fs, url = _memory_result("marked")
     fs.pipe_file(f"{url}/.dkpca-incomplete", f'{{"writer": "{writer_token()}"}}'.encode())

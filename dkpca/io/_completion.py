@@ -29,7 +29,8 @@ import posixpath
 import time
 from typing import TYPE_CHECKING, Any
 
-from dkpca.io._temporaries import writer_gone, writer_token
+from dkpca.io._temporaries import writer_gone
+from dkpca.io._writer import writer_token
 
 if TYPE_CHECKING:
     from dkpca.io._location import Location
@@ -104,7 +105,7 @@ def require_complete(location: Location) -> None:
     ...
     dkpca.io._completion.NotAZarrStoreError: memory://doc/complete/notes.txt is a file, not a Zarr store
     """
-    fs, path = location._fs()
+    fs, path = location.filesystem()
     root = path.rstrip("/")
     while root:
         writer = _marker_writer(fs, root)
@@ -139,7 +140,7 @@ def sweep_abandoned_result(target: Location) -> str | None:
     >>> sweep_abandoned_result(Location("memory://doc/nothing-here.zarr")) is None
     True
     """
-    fs, path = target._fs()
+    fs, path = target.filesystem()
     writer = _marker_writer(fs, path)
     if writer is None:
         return None
@@ -172,8 +173,8 @@ def publish(temp: Location, target: Location, *, overwrite: bool) -> None:
     >>> sorted(fs.find("/doc/pub"))
     ['/doc/pub/x.zarr/a/zarr.json', '/doc/pub/x.zarr/zarr.json']
     """
-    fs, source = temp._fs()
-    _, root = target._fs()
+    fs, source = temp.filesystem()
+    _, root = target.filesystem()
     marker = f"{root}/{MARKER}"
     try:
         fs.pipe_file(marker, json.dumps({"writer": writer_token()}).encode(), mode="create")

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import fsspec
 
+from dkpca.io._writer import writer_token
+
 __all__ = ["ZARR_METADATA", "Location", "PathKind", "url_options"]
 
 #: What is at a place, as readers and writers tell it apart (:meth:`Location.kind`).
@@ -82,7 +84,17 @@ class Location:
         """The last path element (``scores.zarr``)."""
         return posixpath.basename(self.store.replace(os.sep, "/"))
 
-    def _fs(self) -> tuple[fsspec.AbstractFileSystem, str]:
+    def filesystem(self) -> tuple[fsspec.AbstractFileSystem, str]:
+        """Return the fsspec file system of this location and the path within it.
+
+        Listings are read afresh (s3fs and gcsfs cache them).
+
+        Examples
+        --------
+        >>> fs, path = Location("memory://doc/fs/out.zarr").filesystem()
+        >>> type(fs).__name__, path
+        ('MemoryFileSystem', '/doc/fs/out.zarr')
+        """
         fs, path = fsspec.core.url_to_fs(self.store, **self.storage_options)
         # s3fs and gcsfs cache listings: another writer (or this one) may have changed them
         fs.invalidate_cache(path)
@@ -91,11 +103,9 @@ class Location:
     def sibling(self, tag: str) -> Location:
         """Return a fresh hidden location beside this one: ``.NAME.dkpca-TAG-WRITER-RANDOM``.
 
-        ``WRITER`` names this process (:func:`dkpca.io._temporaries.writer_token`), so that a
+        ``WRITER`` names this process (:func:`dkpca.io._writer.writer_token`), so that a
         later write can tell an abandoned sibling from one still being written.
         """
-        from dkpca.io._temporaries import writer_token
-
         hidden = f".{self.name}.dkpca-{tag}-{writer_token()}-{uuid.uuid4().hex[:8]}"
         if self.is_local:
             return Location(os.path.join(os.path.dirname(self.store), hidden))
@@ -123,7 +133,7 @@ class Location:
         >>> [Location(f"memory://doc/kind/{name}").kind() for name in ("a.zarr", "fig.png", "no")]
         ['zarr', 'file', 'missing']
         """
-        fs, path = self._fs()
+        fs, path = self.filesystem()
         try:
             info = fs.info(path)
         except (FileNotFoundError, NotADirectoryError):  # the latter: a parent is a file
@@ -138,12 +148,12 @@ class Location:
 
     def is_empty_folder(self) -> bool:
         """Whether this place is a folder with nothing in it."""
-        fs, path = self._fs()
+        fs, path = self.filesystem()
         return fs.isdir(path) and not fs.ls(path, detail=False)
 
     def is_folder(self) -> bool:
         """Whether this place holds a folder (a store of several keys) rather than one file."""
-        fs, path = self._fs()
+        fs, path = self.filesystem()
         return fs.isdir(path)
 
     def parent_exists(self) -> bool:
@@ -178,7 +188,7 @@ class Location:
         After a failed computation, tasks still running on other threads may write a chunk or
         two more; deleting again until the place stays empty catches them.
         """
-        fs, path = self._fs()
+        fs, path = self.filesystem()
         deadline, quiet_since = time.monotonic() + 10 * settle, None
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):  # a straggler may be writing as we delete
@@ -215,5 +225,5 @@ class Location:
                     f"{destination} appeared while the results were being written (another "
                     "writer was first); pass --overwrite to replace it") from err
             return
-        fs, path = self._fs()
-        fs.mv(path, destination._fs()[1], recursive=True)
+        fs, path = self.filesystem()
+        fs.mv(path, destination.filesystem()[1], recursive=True)

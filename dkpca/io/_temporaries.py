@@ -22,18 +22,18 @@ renames, it is the only copy of that version.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import re
-import socket
 import time
 from typing import TYPE_CHECKING, Any
+
+from dkpca.io._writer import host_hash
 
 if TYPE_CHECKING:
     from dkpca.io._location import Location
 
-__all__ = ["FOREIGN_WRITER_AGE", "sweep_stale_siblings", "writer_gone", "writer_token"]
+__all__ = ["FOREIGN_WRITER_AGE", "sweep_stale_siblings", "writer_gone"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,22 +42,6 @@ logger = logging.getLogger(__name__)
 FOREIGN_WRITER_AGE = 24 * 3600.0
 
 _WRITER = re.compile(r"-tmp-(?:(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<started>\d+)-)?[0-9a-f]+$")
-
-
-def _host() -> str:
-    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def writer_token() -> str:
-    """``HOST-PID-STARTED`` of this process, for the name of a temporary store.
-
-    Examples
-    --------
-    >>> import os
-    >>> writer_token().split("-")[1] == str(os.getpid())
-    True
-    """
-    return f"{_host()}-{os.getpid()}-{int(time.time())}"
 
 
 def _process_exists(pid: int) -> bool:
@@ -85,16 +69,19 @@ def _abandoned(fs: Any, path: str, name: str, now: float, max_age: float) -> str
 
 
 def writer_gone(token: str, now: float, max_age: float = FOREIGN_WRITER_AGE) -> str | None:
-    """Why the writer ``HOST-PID-STARTED`` (:func:`writer_token`) is provably gone, or ``None``.
+    """Say why the writer ``HOST-PID-STARTED`` is provably gone; ``None`` if it may be alive.
+
+    The token is :func:`~dkpca.io._writer.writer_token`'s.
 
     Examples
     --------
     >>> import time
+    >>> from dkpca.io._writer import writer_token
     >>> writer_gone(writer_token(), time.time()) is None  # this process: alive
     True
     """
     host, pid, started = token.split("-")
-    if host == _host():
+    if host == host_hash():
         return None if _process_exists(int(pid)) else f"its writer, process {pid}, is gone"
     age = now - int(started)
     return f"its writer on another host started {age / 3600:.1f} h ago" if age > max_age else None
@@ -109,7 +96,7 @@ def sweep_stale_siblings(target: Location, max_age: float = FOREIGN_WRITER_AGE) 
     >>> sweep_stale_siblings(Location("memory://doc/sweep/out.zarr"))
     []
     """
-    fs, path = target._fs()
+    fs, path = target.filesystem()
     parent = path.rstrip("/").rpartition("/")[0] or "/"
     prefix = f".{target.name}.dkpca-tmp-"
     try:
