@@ -285,6 +285,21 @@ default="auto"
     tile per thread plus the Krylov basis. Kernel tiles are evaluated only on and above the
     diagonal.
 
+    References
+    ----------
+    B. Schölkopf, A. Smola and K.-R. Müller, "Nonlinear component analysis as a kernel
+    eigenvalue problem", Neural Computation 10(5), 1299–1319, 1998.
+
+    S. Marukatat, "Tutorial on PCA and approximate PCA and approximate kernel PCA",
+    Artificial Intelligence Review 56, 5445–5477, 2023 (the "tutorial": Algs. 1–6, §5.3).
+
+    C. Varon, C. Alzate and J. A. K. Suykens, "Noise level estimation for model selection in
+    kernel PCA denoising", IEEE Trans. Neural Networks and Learning Systems 26(11),
+    2650–2663, 2015 (the "MDD paper").
+
+    S. Mika, B. Schölkopf, A. Smola, K.-R. Müller, M. Scholz and G. Rätsch, "Kernel PCA and
+    de-noising in feature spaces", Advances in Neural Information Processing Systems 11, 1999.
+
     Examples
     --------
     >>> import numpy as np

@@ -148,6 +148,21 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     Zarr) gives one task per row chunk. NaN and infinity are found in the accumulated
     statistics, so checking them costs no pass of its own.
 
+    References
+    ----------
+    S. Marukatat, "Tutorial on PCA and approximate PCA and approximate kernel PCA",
+    Artificial Intelligence Review 56, 5445–5477, 2023 (the "tutorial": Algs. 1–6, §5.3).
+
+    M. E. Tipping and C. M. Bishop, "Probabilistic principal component analysis", Journal
+    of the Royal Statistical Society B 61(3), 611–622, 1999.
+
+    T. P. Minka, "Automatic choice of dimensionality for PCA", Advances in Neural
+    Information Processing Systems 13, 2000.
+
+    C. Musco and C. Musco, "Randomized block Krylov methods for stronger and faster
+    approximate singular value decomposition", Advances in Neural Information Processing
+    Systems 28, 2015.
+
     Examples
     --------
     >>> import numpy as np

@@ -295,6 +295,14 @@ class PreimageMixin:
     The estimator provides the parameters ``preimage``, ``fit_inverse_transform``, ``alpha``,
     ``preimage_tol`` and ``preimage_max_iter``, and, when ``fit_inverse_transform`` was set,
     the fitted ``dual_coef_`` and ``X_transformed_fit_`` (scikit-learn's names).
+
+    References
+    ----------
+    S. Mika, B. Schölkopf, A. Smola, K.-R. Müller, M. Scholz and G. Rätsch, "Kernel PCA and
+    de-noising in feature spaces", Advances in Neural Information Processing Systems 11, 1999.
+
+    G. H. Bakır, J. Weston and B. Schölkopf, "Learning to find pre-images", Advances in
+    Neural Information Processing Systems 16, 2004.
     """
 
     def _fit_preimage(self, rng: np.random.Generator) -> None:

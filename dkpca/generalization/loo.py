@@ -154,6 +154,12 @@ def loo_projections(
         Row ``n``: the projection of ``x_n`` on the model without it, with components aligned
         (order and sign) to the full-sample model's.
 
+    References
+    ----------
+    T. J. Abrahamsen and L. K. Hansen, "A cure for variance inflation in high dimensional
+    kernel principal component analysis", Journal of Machine Learning Research 12,
+    2027–2044, 2011 (the "LOO paper").
+
     Examples
     --------
     >>> import numpy as np

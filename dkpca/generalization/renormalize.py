@@ -140,6 +140,12 @@ class Renormalizer(TransformerMixin, BaseEstimator):
     knots_ : list of (ndarray, ndarray)
         Per component, the knots ``(x, y)`` of the quantile map (``"quantile"`` only).
 
+    References
+    ----------
+    T. J. Abrahamsen and L. K. Hansen, "A cure for variance inflation in high dimensional
+    kernel principal component analysis", Journal of Machine Learning Research 12,
+    2027–2044, 2011 (the "LOO paper").
+
     Examples
     --------
     >>> rng = np.random.default_rng(0)

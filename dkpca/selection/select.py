@@ -223,6 +223,12 @@ def select_model(
     ModelSelection
         ``.sigma2``, ``.n_components``, ``.table``, ``.plot()``, ``.to_kpca()``.
 
+    References
+    ----------
+    C. Varon, C. Alzate and J. A. K. Suykens, "Noise level estimation for model selection in
+    kernel PCA denoising", IEEE Trans. Neural Networks and Learning Systems 26(11),
+    2650–2663, 2015 (the "MDD paper").
+
     Examples
     --------
     >>> from dkpca.datasets import make_square

@@ -7,7 +7,8 @@ preserved in expectation (tutorial §4.3): ``E[<f(x), f(y)>] = <x, y>``. Both ar
 - Gaussian (eq. 36): ``W`` has independent ``N(0, 1/q)`` entries.
 - Hashing (eqs. 40 and 46): ``l`` hash functions, each sending row ``i`` to one of ``q / l``
   buckets with a random sign; their outputs are concatenated and scaled by ``1/sqrt(l)``.
-  (The tutorial's eq. (46) scales by ``1/l``, which gives ``<x, y>/l``; see DESIGN.md.)
+  (The tutorial's eq. (46) scales by ``1/l``, which gives ``<x, y>/l``: each of the ``l``
+  sketches preserves ``<x, y>`` in expectation, so their concatenation needs ``1/sqrt(l)``.)
 
 Rows of ``W`` are drawn in fixed blocks of :data:`BLOCK_ROWS`, each from its own child of the
 seed, so ``W`` is the same however the data are chunked, and the first ``m`` rows of a taller

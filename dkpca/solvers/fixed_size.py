@@ -278,6 +278,12 @@ def select_fixed_size(
     Per iteration: ``B = max(1000, 2 M)`` candidates are read (at most one pass over the
     chunks), ``O(B M d)`` kernel work, and ``O(B d)`` per accepted swap. Memory ``O(B M)``.
 
+    References
+    ----------
+    C. Varon, C. Alzate and J. A. K. Suykens, "Noise level estimation for model selection in
+    kernel PCA denoising", IEEE Trans. Neural Networks and Learning Systems 26(11),
+    2650–2663, 2015 (the "MDD paper").
+
     Examples
     --------
     >>> import numpy as np, dask.array as da

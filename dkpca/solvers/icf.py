@@ -18,7 +18,8 @@ Kernel PCA then follows eqs. (16)–(19): with ``G = U Λ Vᵀ``, the centred ke
 ``M_c U Λ² Uᵀ M_c`` has the eigenvalues of ``Λ Uᵀ M_c U Λ = Vᵀ Gᵀ M_c G V``, i.e. of the
 ``Q × Q`` scatter of the rows ``g(x)``; this is the Nyström solver's feature PCA with the feature
 map ``k(x, P) L⁻ᵀ`` (one more pass). Its eigenvectors are ``α = M_c U Λ² ρ / λ``, which the
-paper writes ``U ρ`` (exact when ``1 ∈ range(U)``; see DESIGN.md on ``Uᵀ ρ``).
+paper writes ``U ρ`` (exact when ``1 ∈ range(U)``: the centring matrix ``M_c`` then maps
+``range(U)`` into itself).
 """
 
 from __future__ import annotations
@@ -164,6 +165,15 @@ def incomplete_cholesky(
     -----
     A pass costs ``O(n q d + n q²)`` for ``q`` current pivots; gathered per pass: the pool's
     ``b × d`` rows.
+
+    References
+    ----------
+    S. Fine and K. Scheinberg, "Efficient SVM training using low-rank kernel
+    representations", Journal of Machine Learning Research 2, 243–264, 2001.
+
+    C. Varon, C. Alzate and J. A. K. Suykens, "Noise level estimation for model selection in
+    kernel PCA denoising", IEEE Trans. Neural Networks and Learning Systems 26(11),
+    2650–2663, 2015 (the "MDD paper").
 
     Examples
     --------

@@ -204,6 +204,17 @@ def fit_nystrom(
     ``extension``: ``O(m² d + m³)``, no pass over ``X`` beyond the kernel diagonal (for the
     total variance).
 
+    References
+    ----------
+    C. K. I. Williams and M. Seeger, "Using the Nyström method to speed up kernel
+    machines", Advances in Neural Information Processing Systems 13, 2001.
+
+    S. Kumar, M. Mohri and A. Talwalkar, "Sampling methods for the Nyström method", Journal
+    of Machine Learning Research 13, 981–1006, 2012.
+
+    S. Marukatat, "Tutorial on PCA and approximate PCA and approximate kernel PCA",
+    Artificial Intelligence Review 56, 5445–5477, 2023 (the "tutorial": Algs. 1–6, §5.3).
+
     Examples
     --------
     >>> import numpy as np, dask.array as da

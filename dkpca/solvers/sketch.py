@@ -84,6 +84,11 @@ def fit_sketch(
     its image, then a ``q × q`` eigenproblem. The eigenvalues are biased when ``q`` is small
     (tutorial Fig. 9): use the exact or randomized solver where they must be precise.
 
+    References
+    ----------
+    S. Marukatat, "Tutorial on PCA and approximate PCA and approximate kernel PCA",
+    Artificial Intelligence Review 56, 5445–5477, 2023 (the "tutorial": Algs. 1–6, §5.3).
+
     Examples
     --------
     >>> import numpy as np, dask.array as da
@@ -208,6 +213,11 @@ def fit_pca_sketch(
         Unit principal directions.
     total : float
         Trace of the covariance (``n - 1`` denominator).
+
+    References
+    ----------
+    S. Marukatat, "Tutorial on PCA and approximate PCA and approximate kernel PCA",
+    Artificial Intelligence Review 56, 5445–5477, 2023 (the "tutorial": Algs. 1–6, §5.3).
 
     Examples
     --------
