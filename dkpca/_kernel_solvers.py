@@ -8,7 +8,7 @@ The estimator validates its input and parameters; this module picks the solver
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dask.array as da
@@ -77,13 +77,16 @@ class SolverRun:
 
     ``statistics`` are what ``partial_fit`` continues from (Nyström and fixed-size with the
     feature map), ``None`` for the solvers that need every row at once; ``vectors`` is
-    ``None`` after ``partial_fit``, which keeps no rows.
+    ``None`` after ``partial_fit``, which keeps no rows. ``traces`` are the solver's fitted
+    traces by attribute name (``entropy_trace_``, ``residual_trace_``): the estimator sets
+    them, the solver layer never writes into it.
     """
 
     basis: KernelBasis
     vectors: np.ndarray | da.Array | None
     n_iter: int
     statistics: RowStatistics | None = None
+    traces: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def training_data(est: Any, X: Any) -> Any:
@@ -211,15 +214,16 @@ def _given_landmarks(est: Any, X: da.Array) -> np.ndarray | None:
 
 def choose_landmarks(
     est: Any, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
-) -> tuple[Any, int]:
+) -> tuple[Any, int, dict[str, np.ndarray]]:
     """Return the nystrom or fixed-size solver's landmarks (given, or chosen in ``X``).
 
-    With them, the fit's passes (``n_iter_``): the fixed-size selection's iterations, else 1.
+    With them, the fit's passes (``n_iter_``: the fixed-size selection's iterations, else 1)
+    and its traces (the fixed-size selection's ``entropy_trace_``).
     """
     given = _given_landmarks(est, X)
     if given is not None:
         _check_rank(rule, given.shape[0], "the number of landmarks")
-        return given, 1
+        return given, 1, {}
     n = X.shape[0]
     rng = np.random.default_rng(check_random_state(est.random_state))
     m = est.n_landmarks if est.n_landmarks is not None else min(n, 1000)
@@ -229,15 +233,16 @@ def choose_landmarks(
     if solver == "fixed_size":
         result = select_fixed_size(X, m, est.selection, rng=rng, gamma=est.entropy_gamma,
                                    tol=est.tol, max_iter=est.max_iter or 20)
-        est.entropy_trace_ = result.entropy_trace
-        return result.landmarks, len(result.entropy_trace)
-    return select_landmarks(kernel, X, m, est.sampling, rng=rng, block_bytes=block_bytes), 1
+        traces = {"entropy_trace_": result.entropy_trace}
+        return result.landmarks, len(result.entropy_trace), traces
+    landmarks = select_landmarks(kernel, X, m, est.sampling, rng=rng, block_bytes=block_bytes)
+    return landmarks, 1, {}
 
 
 def _fit_landmarks(
     est: Any, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
-) -> tuple[KernelBasis, RowStatistics | None, int]:
-    """Nyström kernel PCA on landmarks chosen by ``solver``; its statistics and passes."""
+) -> tuple[KernelBasis, RowStatistics | None, int, dict[str, np.ndarray]]:
+    """Nyström kernel PCA on landmarks chosen by ``solver``; statistics, passes, traces."""
     if solver == "icf":
         if est.landmarks is not None:
             raise ValueError("KernelPCA: landmarks apply to the nystrom and fixed_size solvers; "
@@ -245,17 +250,16 @@ def _fit_landmarks(
         n = X.shape[0]
         rank = est.max_rank if est.max_rank is not None else min(n, 1000)
         icf = incomplete_cholesky(kernel, X, tol=est.icf_tol, max_rank=rank)
-        est.residual_trace_ = np.array(icf.trace_history)
         _check_rank(rule, icf.rank, "the ICF rank")
         R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
         basis, _ = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes,
                                feature_map=R)
-        return basis, None, icf.n_passes + 1
-    landmarks, passes = choose_landmarks(est, solver, kernel, X, rule, block_bytes)
+        return basis, None, icf.n_passes + 1, {"residual_trace_": np.array(icf.trace_history)}
+    landmarks, passes, traces = choose_landmarks(est, solver, kernel, X, rule, block_bytes)
     method = est.nystrom_method if solver == "nystrom" else "feature_map"
     basis, statistics = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
                                     method=method)
-    return basis, statistics, passes
+    return basis, statistics, passes, traces
 
 
 def continue_landmarks(
@@ -268,10 +272,11 @@ def continue_landmarks(
     """
     fitted = getattr(est, "basis_", None)
     if fitted is None:
-        landmarks, passes = choose_landmarks(est, est.solver, kernel, X, rule, block_bytes)
+        landmarks, passes, traces = choose_landmarks(est, est.solver, kernel, X, rule,
+                                                     block_bytes)
         previous = None
     else:
-        landmarks, passes = fitted.basis, 1
+        landmarks, passes, traces = fitted.basis, 1, {}
         previous = getattr(est, "row_statistics_", None)
         if previous is None:
             raise ValueError(
@@ -283,7 +288,7 @@ def continue_landmarks(
     batch = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes)
     statistics = batch if previous is None else previous.merge(batch)
     basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes)
-    return SolverRun(basis, None, passes, statistics)
+    return SolverRun(basis, None, passes, statistics, traces)
 
 
 def run_solver(
@@ -316,13 +321,14 @@ def run_solver(
         )
         return SolverRun(basis, vectors, 2 if est.refine else 1)
     if solver in _LANDMARK_SOLVERS:
-        basis, statistics, passes = _fit_landmarks(est, solver, kernel, X, rule, block_bytes)
+        basis, statistics, passes, traces = _fit_landmarks(est, solver, kernel, X, rule,
+                                                           block_bytes)
         with np.errstate(divide="ignore", invalid="ignore"):  # zero columns stay zero
             scale = np.where(basis.eigenvalues > 0, 1 / np.sqrt(basis.eigenvalues), 0.0)
         vectors = basis.transform(X) * scale  # lazy: n x k
         if not lazy:
             (vectors,) = compute(vectors)
-        return SolverRun(basis, vectors, passes, statistics)
+        return SolverRun(basis, vectors, passes, statistics, traces)
     basis, vectors, result = fit_randomized(
         kernel, X, rule, seed=check_random_state(est.random_state), block_bytes=block_bytes,
         max_memory=cache_memory, cache_dtype=resolve_cache_dtype(est, X.dtype),

@@ -600,6 +600,8 @@ default="auto"
         self.gamma_ = getattr(kernel, "gamma", None)
         self.solver_ = solver
         self.n_iter_ = run.n_iter
+        for name, trace in run.traces.items():  # entropy_trace_, residual_trace_
+            setattr(self, name, trace)
         self.eigenvalues_ = basis.eigenvalues
         if run.vectors is None:  # partial_fit keeps no rows: an older fit's must not linger
             self.__dict__.pop("eigenvectors_", None)
