@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_selection.py
 	$(PY) benchmarks/bench_loo.py
 	$(PY) benchmarks/bench_scaling.py
+	$(PY) benchmarks/bench_krylov.py
 	$(PY) benchmarks/bench_incremental.py
 
 # The Sphinx site, warnings as errors, then its internal links (no network needed).
