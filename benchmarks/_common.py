@@ -11,7 +11,7 @@ import platform
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -242,3 +242,28 @@ def timed_on_cluster(
     return result, {"seconds": client.elapsed, "client_mib": client.peak_increase / 2**20,
                     "workers_mib": tree.peak_increase / 2**20 if workers else float("nan"),
                     "other_load": tree.other_load}
+
+
+def run_in_child(target: Callable[..., None], args: tuple, timeout: float) -> dict[str, Any]:
+    """Run ``target(*args, results)`` in a spawned process; return the dict it puts.
+
+    A measurement in a fresh process owns its memory and imports; a crash or a timeout becomes
+    the record's ``status`` instead of ending the benchmark.
+    """
+    import multiprocessing
+    import queue
+
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=target, args=(*args, results))
+    child.start()
+    try:
+        record = {"status": "ok", **results.get(timeout=timeout)}
+    except queue.Empty:
+        if child.is_alive():
+            child.kill()
+            record = {"status": f"timeout (> {timeout:g} s)"}
+        else:
+            record = {"status": f"died (exit {child.exitcode}; out of memory?)"}
+    child.join()
+    return record

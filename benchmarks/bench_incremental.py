@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import queue
 import sys
 import time
 from collections.abc import Iterator
@@ -83,6 +82,7 @@ from _common import (
     environment,
     markdown_table,
     print_environment,
+    run_in_child,
     wait_for_quiet,
 )
 
@@ -209,20 +209,7 @@ def _child(task: str, args: tuple, results: mp.Queue) -> None:
 
 def measure(task: str, args: tuple, timeout: float) -> dict[str, Any]:
     """One stream or fit in a spawned process; a crash or a timeout becomes the status."""
-    context = mp.get_context("spawn")
-    results = context.Queue()
-    child = context.Process(target=_child, args=(task, args, results))
-    child.start()
-    try:
-        record = {"status": "ok", **results.get(timeout=timeout)}
-    except queue.Empty:
-        if child.is_alive():
-            child.kill()
-            record = {"status": f"timeout (> {timeout:g} s)"}
-        else:
-            record = {"status": f"died (exit {child.exitcode}; out of memory?)"}
-    child.join()
-    return record
+    return run_in_child(_child, (task, args), timeout)
 
 
 def _largest_differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float]:

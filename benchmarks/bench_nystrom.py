@@ -44,13 +44,19 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import queue
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import Monitor, dkpca_source, environment, markdown_table, print_environment
+from _common import (
+    Monitor,
+    dkpca_source,
+    environment,
+    markdown_table,
+    print_environment,
+    run_in_child,
+)
 
 D, K, CHUNK = 64, 10, 100_000
 RESULTS = Path(__file__).parent / "results"
@@ -253,20 +259,7 @@ def _child(library: str, n: int, m: int, use_zarr: bool, results: mp.Queue) -> N
 
 def measure(library: str, n: int, m: int, use_zarr: bool, timeout: float) -> dict[str, Any]:
     """One fit in a spawned process; a crash or a timeout becomes the record's status."""
-    context = mp.get_context("spawn")
-    results = context.Queue()
-    child = context.Process(target=_child, args=(library, n, m, use_zarr, results))
-    child.start()
-    try:
-        record = {"status": "ok", **results.get(timeout=timeout)}
-    except queue.Empty:
-        if child.is_alive():
-            child.kill()
-            record = {"status": f"timeout (> {timeout:g} s)"}
-        else:
-            record = {"status": f"died (exit {child.exitcode}; out of memory?)"}
-    child.join()
-    return record
+    return run_in_child(_child, (library, n, m, use_zarr), timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

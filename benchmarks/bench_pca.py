@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import queue
 import sys
 import time
 import tracemalloc
@@ -40,7 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import Monitor, dkpca_source, environment, markdown_table, print_environment
+from _common import (
+    Monitor,
+    dkpca_source,
+    environment,
+    markdown_table,
+    print_environment,
+    run_in_child,
+)
 
 K, CHUNK = 10, 100_000
 ZARR_CHUNK_BYTES = 32 * 2**20
@@ -112,20 +118,7 @@ def _child(library: str, n: int, d: int, results: mp.Queue) -> None:
 
 def measure(library: str, n: int, d: int, timeout: float) -> dict[str, Any]:
     """One measurement in a spawned process; a crash or a timeout becomes the status."""
-    context = mp.get_context("spawn")
-    results = context.Queue()
-    child = context.Process(target=_child, args=(library, n, d, results))
-    child.start()
-    try:
-        record = {"status": "ok", **results.get(timeout=timeout)}
-    except queue.Empty:
-        if child.is_alive():
-            child.kill()
-            record = {"status": f"timeout (> {timeout:g} s)"}
-        else:
-            record = {"status": f"died (exit {child.exitcode})"}
-    child.join()
-    return record
+    return run_in_child(_child, (library, n, d), timeout)
 
 
 def best(library: str, n: int, d: int, repeat: int, timeout: float) -> dict[str, Any]:
