@@ -285,9 +285,12 @@ def continue_landmarks(
                 f"in model format 2); fit it again with solver='nystrom' or 'fixed_size', or "
                 f"start a new model with partial_fit.")
     _check_rank(rule, landmarks.shape[0], "the number of landmarks")
-    batch = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes)
+    K_LL = kernel.pairwise(landmarks).astype(np.float64)  # once: shift and feature map
+    batch = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes,
+                                landmark_kernel=K_LL)
     statistics = batch if previous is None else previous.merge(batch)
-    basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes)
+    basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes,
+                          landmark_kernel=K_LL)
     return SolverRun(basis, None, passes, statistics, traces)
 
 

@@ -95,7 +95,8 @@ def _kernel_moments(
 
 
 def landmark_statistics(
-    kernel: Kernel, X: da.Array, landmarks: np.ndarray, *, block_bytes: int
+    kernel: Kernel, X: da.Array, landmarks: np.ndarray, *, block_bytes: int,
+    landmark_kernel: np.ndarray | None = None,
 ) -> RowStatistics:
     """One pass over ``X``: the count, mean and scatter of ``k(x, L)``, and ``Σ k(x, x)``.
 
@@ -110,6 +111,8 @@ def landmark_statistics(
     landmarks : (m, d) array or CSR matrix, in ``X``'s dtype
     block_bytes : int
         Memory for one strip of ``K(X, L)`` inside a task.
+    landmark_kernel : (m, m) float64 array, optional
+        ``K(L, L)``, when the caller has it (evaluated here otherwise).
 
     Returns
     -------
@@ -133,7 +136,8 @@ def landmark_statistics(
     strip = max(1, min(worker_block_bytes(block_bytes) // 4, STRIP_BYTES)
                 // (m * X.dtype.itemsize))
     # The landmarks' mean kernel row: near the data's mean k(x, L), so nothing cancels.
-    shift = kernel.pairwise(landmarks).astype(np.float64).mean(axis=0)
+    K_LL = _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel
+    shift = K_LL.mean(axis=0)
     parts = [
         dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
         for b in _split_for_threads(X.rechunk({1: -1})).to_delayed().ravel()
@@ -158,6 +162,10 @@ def _split_for_threads(X: da.Array) -> da.Array:
     if X.numblocks[0] >= threads or n < 2 * MIN_TASK_ROWS:
         return X
     return X.rechunk({0: max(MIN_TASK_ROWS, -(-n // threads))})
+
+
+def _landmark_kernel(kernel: Kernel, landmarks: Any) -> np.ndarray:
+    return kernel.pairwise(landmarks).astype(np.float64)
 
 
 def fit_nystrom(
@@ -228,13 +236,15 @@ def fit_nystrom(
     landmarks = as_landmarks(landmarks, X.dtype)
     if method == "extension":
         (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
-        K_LL = kernel.pairwise(landmarks).astype(np.float64)
+        K_LL = _landmark_kernel(kernel, landmarks)
         basis = _fit_extension(kernel, landmarks, K_LL, X.shape[0], float(diagonal_sum), rule,
                                block_bytes)
         return basis, None
-    statistics = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes)
+    K_LL = _landmark_kernel(kernel, landmarks)  # once: the shift and the feature map
+    statistics = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes,
+                                     landmark_kernel=K_LL)
     basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes,
-                          feature_map=feature_map)
+                          feature_map=feature_map, landmark_kernel=K_LL)
     return basis, statistics
 
 
@@ -259,6 +269,7 @@ def nystrom_basis(
     *,
     block_bytes: int,
     feature_map: np.ndarray | None = None,
+    landmark_kernel: np.ndarray | None = None,
 ) -> KernelBasis:
     """Nyström kernel PCA from the :func:`landmark_statistics` of the training rows.
 
@@ -276,6 +287,8 @@ def nystrom_basis(
         Memory for one kernel strip when the basis transforms.
     feature_map : (m, r) array, optional
         As in :func:`fit_nystrom`.
+    landmark_kernel : (m, m) float64 array, optional
+        ``K(L, L)``, when the caller has it (evaluated here otherwise).
 
     Returns
     -------
@@ -293,8 +306,11 @@ def nystrom_basis(
     (2,)
     """
     m, n = landmarks.shape[0], statistics.count
-    R = (inverse_sqrt(kernel.pairwise(landmarks).astype(np.float64)) if feature_map is None
-         else feature_map)
+    if feature_map is None:
+        K_LL = _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel
+        R = inverse_sqrt(K_LL)
+    else:
+        R = feature_map
     scatter = R.T @ statistics.scatter @ R
     mean = R.T @ statistics.mean  # the mean feature
     scatter = (scatter + scatter.T) / 2
