@@ -200,9 +200,7 @@ def _given_landmarks(est: Any, X: da.Array) -> np.ndarray | None:
     """``est.landmarks`` as an ``(m, d)`` array in ``X``'s dtype, checked; ``None`` if not given."""
     if est.landmarks is None:
         return None
-    given = est.landmarks
-    landmarks = as_landmarks(given if scipy.sparse.issparse(given) else np.asarray(given),
-                             X.dtype)
+    landmarks = as_landmarks(est.landmarks, X.dtype)
     if landmarks.ndim != 2 or landmarks.shape[1] != X.shape[1] or landmarks.shape[0] < 1:
         raise ValueError(
             f"KernelPCA: landmarks must be an (m, {X.shape[1]}) array of points in X's space, "

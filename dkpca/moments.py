@@ -222,7 +222,8 @@ class RowStatistics:
     --------
     >>> import numpy as np
     >>> X = np.random.default_rng(0).normal(size=(100, 3))
-    >>> a, b = (RowStatistics.of_rows(part) for part in (X[:30], X[30:]))
+    >>> a, b = (RowStatistics.from_moments(shifted_moments(part, part[0]), part[0], len(part))
+    ...         for part in (X[:30], X[30:]))
     >>> whole = a.merge(b)
     >>> bool(np.allclose(whole.scatter, np.cov(X.T) * 99)), whole.count
     (True, 100)
@@ -252,19 +253,6 @@ class RowStatistics:
         scatter = moments[1:]
         scatter -= count * np.outer(offset, offset)
         return cls(int(count), shift + offset, scatter, float(diagonal_sum))
-
-    @classmethod
-    def of_rows(cls, X: np.ndarray) -> RowStatistics:
-        """Return the statistics of an in-memory array's rows (moments around its first row).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> RowStatistics.of_rows(np.array([[0.0], [2.0]])).scatter
-        array([[2.]])
-        """
-        shift = np.asarray(X[0], dtype=np.float64)
-        return cls.from_moments(moments_in_memory(X, shift), shift, X.shape[0])
 
     def merge(self, other: RowStatistics) -> RowStatistics:
         """Return the statistics of both sets of rows (neither is changed).
