@@ -35,6 +35,7 @@ from ._estimator import check_features, like_input
 from ._typing import ArrayLike
 from ._validation import check_is_fitted
 from .io import as_array, as_dask, is_sparse
+from .io._views import view_blocks
 
 __all__ = ["ProbabilisticMixin", "minka_log_evidence", "minka_rank", "noise_variance"]
 
@@ -155,7 +156,7 @@ def _dense_blocks(X: object) -> da.Array:
     """Sparse rows as a dask array of dense row blocks (one block densified at a time)."""
     if not isinstance(X, da.Array):
         rows = max(1, 2**22 // max(X.shape[1], 1))
-        X = da.from_array(X, chunks=(rows, -1), asarray=False)
+        X = view_blocks(X, (rows, -1))
     X = X.rechunk({1: -1})
     return X.map_blocks(lambda block: block.toarray(), dtype=X.dtype,
                         meta=np.empty((0, 0), dtype=X.dtype))

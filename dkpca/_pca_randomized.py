@@ -36,6 +36,7 @@ import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning
 
 from .blocked import compute, tree_sum
+from .io._views import row_view, view_blocks
 from .linalg import block_krylov_eigh, flip_signs
 
 __all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca"]
@@ -44,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 #: Bytes of one block (or strip) of rows when in-memory data are cut up.
 _ROW_BLOCK_BYTES = 32 * 2**20
+
+#: Stored entries of a sparse block summed at a time (bounds the temporaries).
+_ENTRIES_PIECE = 2**20
 
 #: Up to this many rows (``min(n, d)``), the Krylov basis may grow to the whole space.
 _FULL_BASIS = 2048
@@ -56,19 +60,31 @@ def _as_chunked(X: np.ndarray | scipy.sparse.sparray | da.Array) -> da.Array:
     n, d = X.shape
     width = d if not scipy.sparse.issparse(X) else max(1, X.nnz // max(n, 1))
     rows = max(1, min(n, _ROW_BLOCK_BYTES // (8 * max(width, 1))))
-    return da.from_array(X, chunks=(rows, -1), asarray=False, name=False)
+    return view_blocks(X, (rows, -1))
 
 
 def _block_moments(block: object) -> tuple[int, np.ndarray, np.ndarray]:
     """Rows, column mean and column sum of squared deviations of one block (float64)."""
     if scipy.sparse.issparse(block):
-        r = block.shape[0]
-        mean = np.asarray(block.sum(axis=0), dtype=np.float64).ravel() / r
-        squares = np.asarray(block.multiply(block).sum(axis=0), dtype=np.float64).ravel()
+        r, d = block.shape
+        if block.format == "csr" and block.has_canonical_format:  # one entry per position:
+            # column sums by bincount over pieces of the entries, without the copy of the
+            # block that multiply() makes
+            sums, squares = np.zeros(d), np.zeros(d)
+            for lo in range(0, block.nnz, _ENTRIES_PIECE):
+                columns = block.indices[lo : lo + _ENTRIES_PIECE]
+                values = block.data[lo : lo + _ENTRIES_PIECE].astype(np.float64, copy=False)
+                sums += np.bincount(columns, weights=values, minlength=d)
+                squares += np.bincount(columns, weights=np.square(values), minlength=d)
+        else:
+            sums = np.asarray(block.sum(axis=0), dtype=np.float64).ravel()
+            squares = np.asarray(block.multiply(block).sum(axis=0), dtype=np.float64).ravel()
+        mean = sums / r
         return r, mean, np.maximum(squares - r * mean**2, 0.0)
     B = np.asarray(block, dtype=np.float64)
     mean = B.mean(axis=0)
-    return len(B), mean, ((B - mean) ** 2).sum(axis=0)
+    deviations = B - mean  # one temporary the size of the block
+    return len(B), mean, np.square(deviations, out=deviations).sum(axis=0)
 
 
 def _combine_moments(
@@ -117,7 +133,9 @@ def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
 def _times(block: object, V: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """``(X_ij - 1 μ_jᵀ) V_j`` in float64."""
     if scipy.sparse.issparse(block):
-        return np.asarray(block @ V, dtype=np.float64) - mean @ V
+        product = np.asarray(block @ V, dtype=np.float64)  # a new array: centred in place
+        product -= mean @ V
+        return product
     return (np.asarray(block, dtype=np.float64) - mean) @ V
 
 
@@ -198,7 +216,8 @@ class _InMemoryOperator:
 
     def _strips(self) -> Iterator[tuple[slice, object]]:
         for start in range(0, self.X.shape[0], self.step):
-            yield slice(start, start + self.step), self.X[start : start + self.step]
+            stop = min(start + self.step, self.X.shape[0])
+            yield slice(start, stop), row_view(self.X, start, stop)  # no copy of the rows
 
     def times(self, V: np.ndarray) -> np.ndarray:
         self.passes += 1

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse
 
 from . import _progress
+from .io._views import view_blocks
 from .kernels import Kernel
 from .linalg import single_threaded_blas
 
@@ -199,10 +200,10 @@ def kernel_product(
     block_bytes = worker_block_bytes(block_bytes)
     X = X.rechunk({1: -1})
     if not isinstance(Y, da.Array):
-        sparse = scipy.sparse.issparse(Y)
-        Y = da.from_array(Y if sparse else np.asarray(Y), chunks=(-1, -1), asarray=not sparse)
+        # the caller's array itself as one block (from_array would copy it whole)
+        Y = view_blocks(Y if scipy.sparse.issparse(Y) else np.asarray(Y), (-1, -1))
     Y = _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
-    Vd = da.from_array(np.asarray(V), chunks=(Y.chunks[0], -1))
+    Vd = view_blocks(np.asarray(V), (Y.chunks[0], -1))
     dtype = np.result_type(X.dtype, Y.dtype, V.dtype, np.float32)
 
     def tile(Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray) -> np.ndarray:

@@ -39,6 +39,7 @@ from ._validation import (
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_array, as_dask, is_sparse
+from .io._views import view_blocks
 from .linalg import crossproduct, flip_signs, top_eigh
 from .moments import RowStatistics, moments_in_memory, shifted_moments
 from .solvers import ComponentRule, fit_pca_sketch
@@ -472,7 +473,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         width = min(d, max(1, block_bytes // (n * X.dtype.itemsize)))
         in_memory = isinstance(X, np.ndarray)
         # In-memory data is cut into column views of the caller's array (no copy).
-        columns = (da.from_array(X, chunks=(-1, width), name=False) if in_memory
+        columns = (view_blocks(X, (-1, width)) if in_memory
                    else X.rechunk((-1, width)))
         parts = [dask.delayed(_dot_matrix)(b) for b in columns.to_delayed().ravel()]
         # Lazy data that fits in one block comes along with the Gram matrix: no second pass.

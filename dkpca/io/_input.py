@@ -25,6 +25,7 @@ import zarr
 from dkpca._typing import ArrayLike
 from dkpca.io._completion import require_complete
 from dkpca.io._location import Location
+from dkpca.io._views import view_blocks
 
 __all__ = ["as_array", "as_dask", "default_row_chunk", "is_lazy", "is_sparse", "open_zarr"]
 
@@ -361,7 +362,9 @@ def as_dask(
     dask.array.Array
         ``float32`` stays ``float32``; other numeric dtypes become ``float64``. Features are in
         one chunk. Row chunks are kept when the input is already chunked; a Zarr array's
-        on-disk chunks (or shards) become the row chunks.
+        on-disk chunks (or shards) become the row chunks. In-memory input whose dtype is kept
+        is not copied: its blocks are views of the caller's array (see
+        ``dkpca.io._views.view_blocks``).
 
     Raises
     ------
@@ -391,11 +394,11 @@ def as_dask(
     )
     if isinstance(X, np.ndarray):
         rows = default_row_chunk(X.shape[1], X.dtype.itemsize)
-        return da.from_array(X, chunks=(rows, -1), name=False)
+        return view_blocks(X, (rows, -1))  # views of the caller's array, not a copy
     if scipy.sparse.issparse(X):  # chunks of CSR rows, sized by their stored entries
         per_row = max(1.0, X.nnz / X.shape[0])
         rows = default_row_chunk(1, int(per_row * (X.dtype.itemsize + 4)))
-        return da.from_array(X, chunks=(rows, -1), name=False, asarray=False)
+        return view_blocks(X, (rows, -1))
     return X
 
 
