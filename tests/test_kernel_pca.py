@@ -111,16 +111,21 @@ def test_same_result_for_any_chunking(digits, cache_dtype, rtol):
 def test_same_result_under_distributed_client(digits, client):
     X = digits[:500]
     Xd = da.from_array(X, chunks=(120, -1))
-    for solver in ["exact", "randomized"]:
-        kwargs = {"solver": solver, "random_state": 0, "block_size": 150 * 150 * 8}
+    # float32 tiles (the randomized default here) round differently when a float32 GEMM or
+    # reduction runs on differently aligned memory (the allocation history decides): about
+    # 1e-8 relative on the eigenvalues, the accuracy such tiles promise
+    for solver, cache_dtype, rtol in [("exact", "auto", 1e-12), ("randomized", "float64", 1e-12),
+                                      ("randomized", "auto", 1e-6)]:
+        kwargs = {"solver": solver, "random_state": 0, "block_size": 150 * 150 * 8,
+                  "cache_dtype": cache_dtype}
         with_client = KernelPCA(5, **kwargs).fit(Xd)
         scores = with_client.transform(Xd).compute()
         client_free = KernelPCA(5, **kwargs)
         with dask.config.set(scheduler="threads"):
             client_free.fit(Xd)
             expected = client_free.transform(Xd).compute()
-        np.testing.assert_allclose(with_client.eigenvalues_, client_free.eigenvalues_, rtol=1e-12)
-        np.testing.assert_allclose(scores, expected, atol=1e-10)
+        np.testing.assert_allclose(with_client.eigenvalues_, client_free.eigenvalues_, rtol=rtol)
+        np.testing.assert_allclose(match_signs(scores, expected), expected, atol=1e2 * rtol)
 
 
 def test_dask_in_dask_out_lazily(digits, no_compute):
