@@ -257,13 +257,16 @@ def run_in_child(target: Callable[..., None], args: tuple, timeout: float) -> di
     results = context.Queue()
     child = context.Process(target=target, args=(*args, results))
     child.start()
-    try:
-        record = {"status": "ok", **results.get(timeout=timeout)}
-    except queue.Empty:
-        if child.is_alive():
-            child.kill()
-            record = {"status": f"timeout (> {timeout:g} s)"}
-        else:
-            record = {"status": f"died (exit {child.exitcode}; out of memory?)"}
+    deadline = time.monotonic() + timeout
+    record = None
+    while record is None:  # polled, so that a child that died is seen at once
+        try:
+            record = {"status": "ok", **results.get(timeout=1.0)}
+        except queue.Empty:
+            if not child.is_alive():
+                record = {"status": f"died (exit {child.exitcode}; out of memory?)"}
+            elif time.monotonic() > deadline:
+                child.kill()
+                record = {"status": f"timeout (> {timeout:g} s)"}
     child.join()
     return record

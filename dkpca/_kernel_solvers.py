@@ -300,14 +300,15 @@ def run_solver(
     rule: ComponentRule,
     *,
     block_bytes: int,
-    cache_memory: int,
+    cache_memory: int | None,
     basis_data: Any,
     lazy: bool,
 ) -> SolverRun:
     """Run ``solver`` for the estimator ``est`` on ``X`` (the validated training data).
 
     ``basis_data`` is what the model keeps as its basis for the full-kernel solvers (the
-    training data, copied or not); ``lazy`` keeps Nyström's eigenvectors lazy.
+    training data, copied or not); ``lazy`` keeps Nyström's eigenvectors lazy;
+    ``cache_memory`` caps the randomized solver's cached tiles (``None``: automatic).
     """
     _check_input_space(est, solver, kernel)
     if solver == "exact":

@@ -25,6 +25,11 @@ and streamed, a factor of ``d`` in time); the bytes are a few ``n × b`` arrays.
 
 A holder lost between passes (a killed worker) is rebuilt: the pass that finds its tiles gone
 evaluates them again on a live worker from the engine's own copy of the data rows, then runs.
+
+On a GPU (``dkpca.device = "cuda"``, see :mod:`dkpca._device`) a holder copies its data rows to
+its GPU once, evaluates and keeps its tiles there, and multiplies them one after another on
+one thread (the GPU runs each GEMM on all of its cores); ``V`` goes to the GPU and the partial
+comes back once a pass.
 """
 
 from __future__ import annotations
@@ -42,6 +47,14 @@ import dask
 import numpy as np
 from dask.sizeof import sizeof
 
+from ._device import (
+    configured_device,
+    device_free_bytes,
+    import_cupy,
+    to_device,
+    to_host,
+    zeros,
+)
 from ._tile_values import StoredTile
 from .kernels import Kernel
 from .linalg import single_threaded_blas
@@ -50,6 +63,7 @@ __all__ = [
     "Holder",
     "active_client",
     "deal_tiles",
+    "device_memory",
     "holders",
     "local_threads",
     "two_sum_into",
@@ -98,26 +112,49 @@ def local_threads() -> int:
 
 @dataclasses.dataclass
 class Holder:
-    """A place that holds tiles: a worker's ``address`` (``None``: this process) and threads."""
+    """A place that holds tiles: a worker or this process.
+
+    ``address`` is the worker's (``None``: this process), ``nthreads`` its threads and
+    ``device`` where its tiles live (``"cpu"``, or ``"cuda"``: that worker's GPU).
+    """
 
     address: str | None
     nthreads: int
+    device: str = "cpu"
 
 
 def holders() -> list[Holder]:
     """Return the holders under dask's current scheduler: each worker, or this process.
 
+    Every holder uses the device of the ``dkpca.device`` setting; on ``"cuda"``, CuPy and a
+    GPU must be there (checked here for this process, by each worker when it builds).
+
     Examples
     --------
-    >>> [h.address for h in holders()]
-    [None]
+    >>> [(h.address, h.device) for h in holders()]
+    [(None, 'cpu')]
+    """
+    device = configured_device()
+    client = active_client()
+    if client is None:
+        if device == "cuda":
+            import_cupy()
+        return [Holder(None, local_threads(), device)]
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return [Holder(address, max(1, int(info["nthreads"])), device)
+            for address, info in sorted(workers.items())]
+
+
+def device_memory() -> int:
+    """Return the GPU memory the holders can still take, all GPUs together.
+
+    This process's GPU under the local schedulers, else the sum over the workers' GPUs (each
+    worker asked for its own).
     """
     client = active_client()
     if client is None:
-        return [Holder(None, local_threads())]
-    workers = client.scheduler_info(n_workers=-1)["workers"]
-    return [Holder(address, max(1, int(info["nthreads"])))
-            for address, info in sorted(workers.items())]
+        return device_free_bytes()
+    return int(sum(client.run(device_free_bytes).values()))
 
 
 def deal_tiles(
@@ -157,12 +194,18 @@ class HolderState:
     pairs: list[tuple[int, int]]
     blocks: dict[int, Any]  # streamed: the data rows of every tile's two row blocks
     tiles: list[StoredTile] | None  # cached: the evaluated tiles, in ``pairs`` order
+    device: str = "cpu"
 
     @property
     def nbytes(self) -> int:
-        """Memory of what is held."""
+        """Memory of what is held (on the GPU for a ``"cuda"`` holder)."""
         held = sum(t.nbytes for t in self.tiles) if self.tiles is not None else 0
         return held + sum(sizeof(b) for b in self.blocks.values())
+
+    @property
+    def threads(self) -> int | None:
+        """Threads its products may use: one on a GPU (which parallelises each product)."""
+        return 1 if self.device == "cuda" else None
 
     @property
     def lo(self) -> int:
@@ -171,8 +214,8 @@ class HolderState:
 
 
 @sizeof.register(HolderState)
-def _sizeof_state(state: HolderState) -> int:  # distributed's memory accounting
-    return state.nbytes
+def _sizeof_state(state: HolderState) -> int:  # distributed's memory accounting: host memory
+    return state.nbytes if state.device == "cpu" else 0
 
 
 def _largest_first(bounds: list[tuple[int, int]], pairs: list[tuple[int, int]]) -> list[int]:
@@ -182,20 +225,22 @@ def _largest_first(bounds: list[tuple[int, int]], pairs: list[tuple[int, int]]) 
 
 def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
                 pairs: list[tuple[int, int]], block_ids: list[int], *blocks: Any,
-                cached: bool, threads: int) -> HolderState:
-    """Make a holder's state; cached: evaluate its tiles on ``threads`` threads."""
-    rows = dict(zip(block_ids, blocks, strict=True))
+                cached: bool, threads: int, device: str = "cpu") -> HolderState:
+    """Make a holder's state on ``device``; cached: evaluate its tiles on ``threads`` threads."""
+    rows = {i: to_device(block, device) for i, block in zip(block_ids, blocks, strict=True)}
     if not cached:
-        return HolderState(kernel, dtype, bounds, pairs, rows, None)
+        return HolderState(kernel, dtype, bounds, pairs, rows, None, device)
+    state = HolderState(kernel, dtype, bounds, pairs, {}, None, device)
     tiles: list[StoredTile | None] = [None] * len(pairs)
 
     def evaluate(k: int) -> None:
         i, j = pairs[k]
         tiles[k] = StoredTile.evaluate(kernel, rows[i], rows[j], dtype, i == j)
 
-    with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
+    with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(evaluate, _largest_first(bounds, pairs)))
-    return HolderState(kernel, dtype, bounds, pairs, {}, tiles)
+    state.tiles = tiles
+    return state
 
 
 def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, float, int]:
@@ -205,7 +250,7 @@ def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, floa
     and their memory.
     """
     n, lo = state.bounds[-1][1], state.lo
-    high, low, trace = np.zeros(n - lo), np.zeros(n - lo), 0.0
+    high, low, trace = zeros(n - lo, state.device), zeros(n - lo, state.device), 0.0
     for (i, j), tile in zip(state.pairs, state.tiles or (), strict=True):
         two_sum_into(high[state.bounds[i][0] - lo:state.bounds[i][1] - lo],
                       low[state.bounds[i][0] - lo:state.bounds[i][1] - lo], tile.row_sums)
@@ -213,7 +258,7 @@ def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, floa
             two_sum_into(high[state.bounds[j][0] - lo:state.bounds[j][1] - lo],
                           low[state.bounds[j][0] - lo:state.bounds[j][1] - lo], tile.col_sums)
         trace += tile.trace
-    return lo, high, low, trace, state.nbytes
+    return lo, to_host(high), to_host(low), trace, state.nbytes
 
 
 def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray) -> None:
@@ -244,12 +289,13 @@ def state_product(state: HolderState, V: np.ndarray,
     """Multiply every held tile by ``V``: ``(lo, high, low)``.
 
     Rows ``lo:n`` of the product, as a double-double sum ``high + low`` (see
-    :func:`two_sum_into`).
+    :func:`two_sum_into`), on the host whatever the holder's device.
     """
     n, lo = state.bounds[-1][1], state.lo
-    high, low = np.zeros((n - lo, V.shape[1])), np.zeros((n - lo, V.shape[1]))
+    shape = (n - lo, V.shape[1])
+    high, low = zeros(shape, state.device), zeros(shape, state.device)
     locks = [threading.Lock() for _ in state.bounds]
-    V = np.ascontiguousarray(V, dtype=np.float64)
+    V = to_device(np.ascontiguousarray(V, dtype=np.float64), state.device)
 
     def add(block: int, part: np.ndarray) -> None:
         rows = slice(state.bounds[block][0] - lo, state.bounds[block][1] - lo)
@@ -269,6 +315,6 @@ def state_product(state: HolderState, V: np.ndarray,
         if i != j:
             add(j, parts[1])
 
-    with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
+    with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))
-    return lo, high, low
+    return lo, to_host(high), to_host(low)

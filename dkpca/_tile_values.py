@@ -11,6 +11,9 @@ kernels (RBF) are also *evaluated* with a float32 GEMM when tiles are stored in 
 blocks are first moved by the same vector (the first block's mean), which leaves the kernel
 unchanged and removes the cancellation a large offset would cause in ``||x||² - 2<x, y> +
 ||y||²``.
+
+Tiles follow their data: numpy rows give numpy tiles, CuPy rows give tiles on the GPU (see
+:mod:`dkpca._device`); the statistics then stay on the GPU until a holder sums them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
+from ._device import array_module
 from .kernels import Kernel
 
 __all__ = ["StoredTile", "evaluate_tile"]
@@ -108,17 +112,18 @@ class StoredTile:
                 np.fill_diagonal(K, kernel.diag(Xi) - base)
             if not statistics:
                 step = max(1, K.shape[0] // _SHIFT_SAMPLE_ROWS)
-                mean = float(K.dtype.type(K[::step].mean(dtype=np.float64)))
+                mean = float(K.dtype.type(float(K[::step].mean(dtype=np.float64))))
                 K -= K.dtype.type(mean)
                 empty = np.zeros(0)
                 return cls(K.astype(dtype, copy=False), base + mean, empty, empty, 0.0)
             # Sums as GEMVs in the tile's precision (blocked accumulation: about 1e-7 relative
             # in float32), three times faster than a float64 reduction over the tile.
-            row_sums = (K @ np.ones(K.shape[1], K.dtype)).astype(np.float64)
-            col_sums = (np.ones(K.shape[0], K.dtype) @ K).astype(np.float64)
+            xp = array_module(K)
+            row_sums = (K @ xp.ones(K.shape[1], K.dtype)).astype(np.float64)
+            col_sums = (xp.ones(K.shape[0], K.dtype) @ K).astype(np.float64)
             # Rounded to the tile's precision first: the shift recorded is exactly the one
             # subtracted (else every entry of a tile would carry the same rounding error).
-            mean = float(K.dtype.type(row_sums.sum() / max(1, K.size)))
+            mean = float(K.dtype.type(float(row_sums.sum()) / max(1, K.size)))
             trace = float(np.trace(K, dtype=np.float64)) + base * K.shape[0] if diagonal else 0.0
             K -= K.dtype.type(mean)
         return cls(K.astype(dtype, copy=False), base + mean, row_sums + base * K.shape[1],
@@ -134,7 +139,7 @@ class StoredTile:
         return self._product(self.values, Vj), self._product(self.values.T, Vi)
 
     def _product(self, values: np.ndarray, V: np.ndarray) -> np.ndarray:
-        V_cast = np.asarray(V, dtype=values.dtype, order="C")
+        V_cast = array_module(values).asarray(V, dtype=values.dtype, order="C")
         out = (values @ V_cast).astype(np.float64, copy=False)
         out += self.shift * V.sum(axis=0, dtype=np.float64)
         return out

@@ -36,7 +36,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import dask
+
 from dkpca._cli_fields import json_object
+from dkpca._device import DEVICES, DeviceUnavailableError
 from dkpca._errors import (  # UsageError re-exported: dkpca.cli.UsageError predates _errors
     EXIT_INTERRUPTED,
     EXIT_TRANSIENT,
@@ -52,7 +55,8 @@ logger = logging.getLogger("dkpca")
 #: Exceptions that mean the user asked for something impossible, reported in one line: an
 #: output that cannot be written (a read-only folder, a file where a folder should be) too.
 _USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, PermissionError,
-                NotADirectoryError, IsADirectoryError, ImportError, ConnectionError)
+                NotADirectoryError, IsADirectoryError, ImportError, ConnectionError,
+                DeviceUnavailableError)
 
 
 def _positive_int(text: str) -> int:
@@ -149,6 +153,10 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
                        metavar="SECONDS",
                        help="--scheduler: how long to wait for it to come up, retrying with "
                             "backoff (default: 600); then exit with status 75")
+    group.add_argument("--device", choices=DEVICES, default="cpu",
+                       help="where the randomized solver evaluates and keeps the kernel tiles: "
+                            "cuda = each worker's NVIDIA GPU, through CuPy (default: cpu; "
+                            "the embedded cluster then has one worker, for one GPU)")
     group.add_argument("--tls-ca-file", help="TLS: certificate authority (PEM)")
     group.add_argument("--tls-cert", help="TLS: certificate of this client (PEM)")
     group.add_argument("--tls-key", help="TLS: private key of --tls-cert (PEM)")
@@ -364,9 +372,10 @@ def _client_options(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"{', '.join(given)} apply to the embedded cluster, not --scheduler")
     elif args.scheduler_timeout is not None:
         raise UsageError("--scheduler-timeout applies to --scheduler, not the embedded cluster")
+    one_gpu = args.device == "cuda" and args.scheduler is None and args.workers is None
     return {
         "scheduler": args.scheduler,
-        "n_workers": args.workers,
+        "n_workers": 1 if one_gpu else args.workers,
         "threads_per_worker": args.threads_per_worker,
         "memory_limit": args.memory_limit,
         "security": tls_security(args.tls_ca_file, args.tls_cert, args.tls_key),
@@ -854,13 +863,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     0
     """
     args = _parser().parse_args(argv)
+    device = getattr(args, "device", "cpu")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     logger.addHandler(handler)  # dkpca's progress only; dask's own logs stay at their level
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
     previous_sigterm = _interrupt_on_sigterm()
     try:
-        summary = _run(args)
+        if device == "cuda":  # before a cluster starts: a missing GPU is a one-line error
+            from dkpca._device import import_cupy
+
+            import_cupy()
+        with dask.config.set({"dkpca.device": device}):
+            summary = _run(args)
     except (TransientError, UsageError, *_USER_ERRORS) as err:
         if args.debug:
             raise

@@ -9,12 +9,14 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import psutil
 import scipy.sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
+from ._device import array_module, is_device_array, to_host
 from ._estimator import (
     N_COMPONENTS,
     NYSTROM_CONSTRAINTS,
@@ -48,11 +50,12 @@ from ._validation import (
     validate_params,
 )
 from .io import as_array, as_dask, is_lazy
+from .io._views import view_blocks
 from .kernels import Kernel, get_kernel
 from .linear import PCA
 from .preimage import PreimageMixin
 from .solvers import SELECTIONS, ComponentRule
-from .tiles import CACHE_DTYPES, cache_memory_budget
+from .tiles import CACHE_DTYPES
 
 __all__ = ["PCA", "KernelPCA"]
 
@@ -467,13 +470,17 @@ default="auto"
         X : array-like, scipy.sparse matrix, dask array, xarray.DataArray, or a Zarr path or URL
             Sparse data (CSR, CSC, or a dask array of sparse blocks) is never densified whole:
             each kernel tile is a sparse product. With ``kernel="precomputed"``, the
-            ``n × n`` training kernel matrix.
+            ``n × n`` training kernel matrix. A CuPy array fits on the GPU, as
+            ``dkpca.device = "cuda"`` does (see the GPU guide); the model keeps a host copy.
         y : ignored
 
         Returns
         -------
         self : KernelPCA
         """
+        if is_device_array(X):  # CuPy input: computed on the GPU, kept on the host
+            with dask.config.set({"dkpca.device": "cuda"}):
+                return self.fit(to_host(X), y)
         validate_params(self.get_params(), self._parameter_constraints, "KernelPCA")
         clear_fitted(self)  # nothing from an earlier fit with other parameters
         data = training_data(self, X)
@@ -498,7 +505,7 @@ default="auto"
         logger.info("KernelPCA: %s solver on %d x %d, kernel %r", solver, n, d, kernel)
         run = run_solver(
             self, solver, kernel, Xd, rule, block_bytes=block_bytes,
-            cache_memory=cache_memory if cache_memory is not None else cache_memory_budget(),
+            cache_memory=cache_memory,
             basis_data=data, lazy=is_lazy(X),
         )
         self._set_fitted(run, kernel, solver, d)
@@ -623,13 +630,16 @@ default="auto"
         """Project ``X`` on the components.
 
         Dask (or dask-backed xarray) input gives a lazy dask array chunked like ``X``'s rows;
-        anything else is computed and returned as numpy.
+        a CuPy array gives a CuPy array (computed on the host); anything else is computed and
+        returned as numpy.
 
         Returns
         -------
         scores : (n_samples, n_components) array
         """
         check_is_fitted(self, "basis_")
+        if is_device_array(X):
+            return array_module(X).asarray(self.transform(to_host(X)))
         Xd = as_dask(X, accept_sparse=True)
         check_features(Xd, self.n_features_in_, "KernelPCA")
         return like_input(self.basis_.transform(Xd), X)
@@ -651,5 +661,5 @@ default="auto"
         if isinstance(scores, da.Array):  # Nyström on lazy input: already lazy
             return scores
         if is_lazy(X):
-            return da.from_array(scores, chunks=(as_dask(X, accept_sparse=True).chunks[0], -1))
+            return view_blocks(scores, (as_dask(X, accept_sparse=True).chunks[0], -1))
         return scores

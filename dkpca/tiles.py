@@ -199,7 +199,7 @@ class KernelTiles:
     def _build(self, holder: Holder, pairs: list[tuple[int, int]]) -> Any:
         ids = sorted({i for pair in pairs for i in pair})
         args = (self.kernel, self.dtype, self.bounds, pairs, ids, *(self._source[i] for i in ids))
-        options = {"cached": self.cached, "threads": holder.nthreads}
+        options = {"cached": self.cached, "threads": holder.nthreads, "device": holder.device}
         if self._client is None:
             return build_state(*args, **options)
         # Pinned to its holder; loosely, so that a lost worker's tiles can be rebuilt elsewhere.
@@ -240,6 +240,11 @@ class KernelTiles:
                         for h, state in zip(self.holders, self.states, strict=True)]
         else:
             partials = self._distributed_product(V)
+        if len(partials) == 1:  # one holder: its double-double is the sum, bit for bit
+            lo, part_high, part_low = partials[0]
+            product = np.zeros((self.n, V.shape[1]))
+            np.add(part_high, part_low, out=product[lo:])
+            return product
         high, low = np.zeros((self.n, V.shape[1])), np.zeros((self.n, V.shape[1]))
         for lo, part_high, part_low in partials:
             two_sum_into(high[lo:], low[lo:], part_high)
@@ -279,7 +284,7 @@ class KernelTiles:
                 continue
             used = [h.address for h in self.holders]
             address, info = min(workers, key=lambda w: used.count(w[0]))
-            self.holders[k] = Holder(address, max(1, int(info["nthreads"])))
+            self.holders[k] = Holder(address, max(1, int(info["nthreads"])), holder.device)
             self.states[k] = self._build(self.holders[k], self._pairs[k])
 
 

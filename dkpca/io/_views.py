@@ -2,8 +2,8 @@
 
 ``dask.array.from_array`` copies array-like input whole before cutting it into chunks (the
 installed dask, 2026.7, does ``x = x.copy()`` for anything with a ``copy`` method), so a fit on
-an in-memory array held a second copy of it for as long as the graph lived. :func:`view_blocks` builds the same graph from the caller's own
-array instead:
+an in-memory array held a second copy of it for as long as the graph lived.
+:func:`view_blocks` builds the same graph from the caller's own array instead:
 
 * numpy: every block is a slice (a view) of the array, placed in the graph as a value, as
   ``from_array`` does for numpy; under a ``distributed.Client`` each block is sent once, as its

@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from dkpca._device import array_module, is_device_array
+
 #: A kernel block: a dense numpy array or a CSR/CSC ``scipy.sparse`` matrix or array.
 Block = Any
 
@@ -36,10 +38,10 @@ def register_kernel(cls: type[Kernel]) -> type[Kernel]:
 
 
 def _as_operand(A: Block) -> Block:
-    """Return a numpy array, or a CSR/CSC sparse block (other sparse formats become CSR)."""
+    """Return a numpy or CuPy array, or a CSR/CSC sparse block (other formats become CSR)."""
     if sp.issparse(A):
         return A if A.format in ("csr", "csc") else A.tocsr()
-    return np.asarray(A)
+    return A if is_device_array(A) else np.asarray(A)
 
 
 def _check_shapes(X: Block, Y: Block) -> None:
@@ -92,9 +94,10 @@ def _augmented_product(
     n, d = X.shape
     m = Y.shape[0]
     extra = len(x_cols)
-    Xa = np.empty((n, d + extra), dtype=X.dtype)
+    xp = array_module(X, Y)  # the same code on numpy and CuPy blocks
+    Xa = xp.empty((n, d + extra), dtype=X.dtype)
     np.multiply(X, x_scale, out=Xa[:, :d])
-    Ya = np.empty((m, d + extra), dtype=Y.dtype)
+    Ya = xp.empty((m, d + extra), dtype=Y.dtype)
     Ya[:, :d] = Y
     for k, (xc, yc) in enumerate(zip(x_cols, y_cols, strict=True)):
         Xa[:, d + k] = xc
@@ -197,6 +200,9 @@ class Kernel(ABC):
 
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]] = ()
+    #: Whether its blocks can be CuPy arrays (``dkpca.device = "cuda"``): numpy calls that
+    #: dispatch to CuPy only, no scipy.
+    runs_on_gpu: ClassVar[bool] = False
     _params: ClassVar[tuple[str, ...]] = ()
 
     @property
@@ -344,7 +350,7 @@ class ExponentialKernel(Kernel):
     def diag(self, X: Block) -> np.ndarray:
         """Return ones: ``exp(E(x, x)) = exp(0)``."""
         X = self._diag_blocks(X)
-        return np.ones(X.shape[0], dtype=X.dtype)
+        return array_module(X).ones(X.shape[0], dtype=X.dtype)
 
 
 @register_kernel
@@ -374,6 +380,10 @@ class SumKernel(Kernel):
     @property
     def translation_invariant(self) -> bool:
         return all(k.translation_invariant for k in self.kernels)
+
+    @property
+    def runs_on_gpu(self) -> bool:  # type: ignore[override]
+        return all(k.runs_on_gpu for k in self.kernels)
 
     def with_defaults(self, n_features: int) -> SumKernel:
         return SumKernel(*(k.with_defaults(n_features) for k in self.kernels))

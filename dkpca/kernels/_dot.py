@@ -54,6 +54,7 @@ class RBF(ExponentialKernel):
     name = "rbf"
     aliases = ("gaussian",)
     _params = ("gamma",)
+    runs_on_gpu = True
 
     positive_semidefinite = True
     translation_invariant = True
@@ -116,6 +117,7 @@ class Polynomial(Kernel):
     name = "polynomial"
     aliases = ("poly",)
     _params = ("degree", "gamma", "coef0")
+    runs_on_gpu = True
 
     def __init__(self, degree: int = 3, gamma: float | None = None, coef0: float = 1.0) -> None:
         if isinstance(degree, bool) or not isinstance(degree, numbers.Integral) or degree < 1:
@@ -163,6 +165,7 @@ class Sigmoid(Kernel):
 
     name = "sigmoid"
     _params = ("gamma", "coef0")
+    runs_on_gpu = True
 
     def __init__(self, gamma: float | None = None, coef0: float = 1.0) -> None:
         _check_positive("gamma", gamma, "Sigmoid")
@@ -197,6 +200,7 @@ class Linear(Kernel):
     """
 
     name = "linear"
+    runs_on_gpu = True
 
     positive_semidefinite = True
 

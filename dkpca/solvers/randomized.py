@@ -9,10 +9,12 @@ import warnings
 import dask.array as da
 import numpy as np
 
+from dkpca._device import configured_device
+from dkpca._tile_holders import device_memory
 from dkpca.blocked import center_columns, compute, kernel_diagonal
 from dkpca.kernels import Kernel
 from dkpca.linalg import KrylovResult, block_krylov_eigh
-from dkpca.tiles import KernelTiles, cached_kernel_bytes, storage_dtype
+from dkpca.tiles import KernelTiles, cache_memory_budget, cached_kernel_bytes, storage_dtype
 
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
@@ -30,6 +32,38 @@ _INITIAL_COMPONENTS = 16
 #: than one with 20 and needs fewer passes on flat spectra; much wider blocks grow the
 #: client's orthogonalisation work (``O(n · columns · b)`` a pass) faster than they save passes.
 AUTO_BLOCK_WIDTH = 32
+
+#: Smallest tile on a GPU (1 GiB: 16384² float32). Each tile costs a few dozen kernel launches
+#: whatever its size: on an H100 at 100,000 × 64 a cached pass took 0.37 / 0.14 / 0.14 s with
+#: 64 MiB / 256 MiB / 1 GiB tiles (``benchmarks/bench_gpu.py --tile-probe``), and a streamed
+#: pass at 1,000,000 rows 25.4 s with 256 MiB tiles, 15.3 s with 1 GiB.
+GPU_TILE_BYTES = 2**30
+
+#: Share of the GPUs' free memory the cached tiles may take; the rest holds the data rows, one
+#: tile being evaluated and the products.
+GPU_CACHE_SHARE = 0.8
+
+
+def device_limits(block_bytes: int, max_memory: int | None,
+                  data_bytes: int) -> tuple[int, int]:
+    """Return the tile size and the cache budget for the device of the ``dkpca.device`` setting.
+
+    ``max_memory`` is the caller's cap on the cached tiles, ``None`` for automatic: on the CPU,
+    :func:`~dkpca.tiles.cache_memory_budget` (the workers' or this machine's memory). On a GPU
+    tiles are at least :data:`GPU_TILE_BYTES` and the budget is the holders' GPU memory (a
+    share of what is free, less the data rows and two tiles of work space), capped by
+    ``max_memory`` when given.
+
+    Examples
+    --------
+    >>> device_limits(2**20, 2**30, 10**6)
+    (1048576, 1073741824)
+    """
+    if configured_device() == "cpu":
+        return block_bytes, cache_memory_budget() if max_memory is None else max_memory
+    block_bytes = max(block_bytes, GPU_TILE_BYTES)
+    budget = max(0, int(GPU_CACHE_SHARE * device_memory()) - data_bytes - 2 * block_bytes)
+    return block_bytes, budget if max_memory is None else min(budget, max_memory)
 
 
 def block_width(k: int, n: int, n_oversamples: int | None) -> int:
@@ -108,7 +142,7 @@ def fit_randomized(
     *,
     seed: np.random.SeedSequence,
     block_bytes: int,
-    max_memory: int,
+    max_memory: int | None = None,
     cache_dtype: np.dtype | str | None = None,
     n_oversamples: int | None = None,
     tol: float = 1e-6,
@@ -132,9 +166,11 @@ def fit_randomized(
         Source of the random start block (generated in memory, so independent of chunking).
     block_bytes : int
         Memory for one kernel tile.
-    max_memory : int
-        Bytes the kernel's upper tiles may take where they are cached (the workers' memory
-        under a distributed client); above, tiles are re-evaluated every pass.
+    max_memory : int, optional
+        Bytes the kernel's upper tiles may take where they are cached; above, tiles are
+        re-evaluated every pass. By default the workers' memory under a distributed client,
+        else this machine's, or the GPUs' with ``dkpca.device = "cuda"`` (see
+        :func:`device_limits`).
     cache_dtype : numpy dtype, optional
         Precision of the stored (or streamed) tiles; the data's by default. Products are
         accumulated in float64 either way (see :mod:`dkpca.tiles`).
@@ -171,10 +207,14 @@ def fit_randomized(
     """
     n = X.shape[0]
     dtype = storage_dtype(X, cache_dtype)
+    if configured_device() == "cuda" and not kernel.runs_on_gpu:
+        raise ValueError(f"KernelPCA: the {kernel.name} kernel has no GPU code (it needs scipy); "
+                         f"fit it with dask.config dkpca.device='cpu'")
+    tile_bytes, cache_bytes = device_limits(block_bytes, max_memory, X.nbytes)
     in_memory = basis_data if (isinstance(basis_data, np.ndarray) and basis_data.shape == X.shape
                                and basis_data.dtype == X.dtype) else None
     operator = _CenteredKernelOperator(
-        kernel, X, block_bytes=block_bytes, max_memory=max_memory, dtype=dtype, source=in_memory
+        kernel, X, block_bytes=tile_bytes, max_memory=cache_bytes, dtype=dtype, source=in_memory
     )
     rng = np.random.default_rng(seed)
     k = rule.count if rule.count is not None else min(n, _INITIAL_COMPONENTS)

@@ -1,0 +1,211 @@
+"""Kernel PCA on a CUDA GPU beside the same fit on every CPU core, and scikit-learn's arpack.
+
+Issue 31. The data are a 10-centre Gaussian mixture in ``d`` dimensions
+(``sklearn.datasets.make_blobs``, ``random_state=0``), standardised per feature; the fit is
+``KernelPCA(10, solver="randomized")`` with the RBF kernel, ``gamma = 1/d``, ``random_state=0``
+and the default tiles (float32 where ``tol`` allows: the default ``1e-6`` does). Each fit runs in
+a fresh (spawned) process, which first fits once untimed on a tenth of the rows (imports, CUDA
+context, CuPy's kernel compilation), then times the fit:
+
+- ``gpu``: ``dask.config.set({"dkpca.device": "cuda"})`` on the threaded scheduler: the tiles
+  are evaluated and kept on the GPU (streamed when they do not fit in its memory);
+- ``cpu``: the threaded scheduler on all cores (dkpca's default);
+- ``arpack``: scikit-learn's ``KernelPCA(eigen_solver="arpack")`` (sizes up to ``--sklearn-max``:
+  it holds the whole ``n × n`` float64 kernel).
+
+Reported per fit: seconds, Krylov passes, the median pass (from the solver's log), whether the
+tiles were cached or streamed, the eigenvalues' largest relative difference from the ``cpu``
+fit of the same size (or from the ``gpu`` fit where no ``cpu`` fit ran), the host's peak RSS and
+the GPU memory CuPy's pool held at the end (its peak: the pool does not shrink). The speed-ups
+are ``cpu`` / ``gpu`` and ``arpack`` / ``gpu``.
+
+``--tile-probe N`` instead times one cached pass on the GPU at ``N × d`` for several tile sizes
+(what :data:`dkpca.solvers.randomized.GPU_TILE_BYTES` was chosen from): the whole
+``KernelTiles.matmul`` (``V`` to the GPU, the product, the partial back and summed on the host),
+the holder's product alone, and the float32 GEMMs of its tiles alone (no shift, no
+double-double sums), each the second of two calls, timed with the GPU synchronised.
+
+Usage::
+
+    python benchmarks/bench_gpu.py                          # 20,000 and 100,000 x 64
+    python benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 900
+    python benchmarks/bench_gpu.py --tile-probe 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import resource
+import statistics
+import sys
+import time
+
+import numpy as np
+from _common import environment, markdown_table, print_environment, run_in_child
+
+METHODS = ("gpu", "cpu", "arpack")
+
+
+def _data(n: int, d: int) -> np.ndarray:
+    from sklearn.datasets import make_blobs
+    from sklearn.preprocessing import StandardScaler
+
+    X, _ = make_blobs(n_samples=n, n_features=d, centers=10, random_state=0)
+    return StandardScaler().fit_transform(X)
+
+
+class _Log(logging.Handler):
+    """Collects the randomized solver's pass times and whether it cached its tiles."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes: list[float] = []
+        self.mode = "?"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("kernel pass"):
+            self.passes.append(float(message.rsplit(":", 1)[1].split()[0]))
+        elif message.startswith(("cached", "streaming")):
+            self.mode = message.split()[0]
+
+
+def _fit_once(method: str, X: np.ndarray):
+    if method == "arpack":
+        from sklearn.decomposition import KernelPCA
+
+        model = KernelPCA(10, kernel="rbf", gamma=1.0 / X.shape[1], eigen_solver="arpack",
+                          random_state=0).fit(X)
+        return model.eigenvalues_
+    import dask
+
+    import dkpca
+
+    device = {"dkpca.device": "cuda"} if method == "gpu" else {}
+    with dask.config.set({"scheduler": "threads", **device}):
+        return dkpca.KernelPCA(10, solver="randomized", random_state=0).fit(X).eigenvalues_
+
+
+def _child(method: str, n: int, d: int, results) -> None:
+    X = _data(n, d)
+    log = _Log()
+    for name in ("dkpca.solvers.randomized", "dkpca.tiles"):
+        logging.getLogger(name).addHandler(log)
+        logging.getLogger(name).setLevel(logging.INFO)
+    _fit_once(method, X[: max(2100, n // 10)])
+    log.passes.clear()
+    start = time.perf_counter()
+    eigenvalues = _fit_once(method, X)
+    seconds = time.perf_counter() - start
+    pool = float("nan")
+    if method == "gpu":
+        import cupy
+
+        pool = cupy.get_default_memory_pool().total_bytes() / 2**30
+    results.put({"seconds": seconds, "passes": len(log.passes),
+                 "pass_s": statistics.median(log.passes) if log.passes else float("nan"),
+                 "mode": log.mode if method != "arpack" else "dense",
+                 "eigenvalues": np.asarray(eigenvalues).tolist(),
+                 "host_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                 "gpu_gib": pool})
+
+
+def _gpu_seconds(function) -> float:
+    """Seconds of the second of two calls, the GPU synchronised around it."""
+    import cupy
+
+    synchronize = cupy.cuda.Device().synchronize
+    function()
+    synchronize()
+    start = time.perf_counter()
+    function()
+    synchronize()
+    return time.perf_counter() - start
+
+
+def _probe_tiles(X: np.ndarray, V: np.ndarray, tile_bytes: int) -> list:
+    import cupy
+    import dask
+
+    from dkpca._tile_holders import state_product
+    from dkpca.kernels import RBF
+    from dkpca.tiles import KernelTiles
+
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        tiles = KernelTiles(RBF(gamma=1.0 / X.shape[1]), X, block_bytes=tile_bytes,
+                            dtype=np.dtype(np.float32))
+        state = tiles.states[0]
+        V_gpu = cupy.asarray(V)
+
+        def gemms() -> None:
+            for (i, j), tile in zip(state.pairs, state.tiles, strict=True):
+                tile.values @ V_gpu[slice(*state.bounds[j])].astype(np.float32)
+                if i != j:
+                    tile.values.T @ V_gpu[slice(*state.bounds[i])].astype(np.float32)
+
+        return [f"{tile_bytes >> 20} MiB", tiles.n_tiles,
+                f"{_gpu_seconds(lambda: tiles.matmul(V)):.3f}",
+                f"{_gpu_seconds(lambda: state_product(state, V, 1)):.3f}",
+                f"{_gpu_seconds(gemms):.3f}"]
+
+
+def _tile_probe(n: int, d: int) -> None:
+    import cupy
+
+    X = _data(n, d)
+    V = np.random.default_rng(0).standard_normal((n, 32))
+    rows = []
+    for tile_bytes in (2**26, 2**28, 2**30):
+        rows.append(_probe_tiles(X, V, tile_bytes))
+        cupy.get_default_memory_pool().free_all_blocks()
+    print(f"\nOne cached pass on the GPU, RBF, {n} x {d}, float32 tiles, V {n} x 32\n")
+    print(markdown_table(["tile", "tiles", "matmul (s)", "holder's product (s)",
+                          "GEMMs alone (s)"], rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000])
+    parser.add_argument("--d", type=int, default=64)
+    parser.add_argument("--only", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--sklearn-max", type=int, default=20_000,
+                        help="largest n given to scikit-learn (its kernel is n x n float64)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per fit")
+    parser.add_argument("--tile-probe", type=int, metavar="N",
+                        help="time one cached GPU pass at N rows for several tile sizes instead")
+    args = parser.parse_args()
+    print_environment(environment(), sys.argv)
+    if args.tile_probe:
+        _tile_probe(args.tile_probe, args.d)
+        return
+    rows = []
+    for n in args.sizes:
+        runs = {}
+        for method in args.only:
+            if method == "arpack" and n > args.sklearn_max:
+                continue
+            runs[method] = run_in_child(_child, (method, n, args.d), args.timeout)
+            print(f"{n} {method}: {runs[method]}", flush=True)
+        done = {m: r for m, r in runs.items() if r["status"] == "ok"}
+        reference = done.get("cpu", done.get("gpu"))
+        for method, r in runs.items():
+            if r["status"] != "ok":
+                rows.append([n, method, r["status"], "", "", "", "", "", "", ""])
+                continue
+            error = max(abs(a - b) / abs(b) for a, b in
+                        zip(r["eigenvalues"], reference["eigenvalues"], strict=True))
+            speedup = (f"{r['seconds'] / done['gpu']['seconds']:.1f}x"
+                       if "gpu" in done and method != "gpu" else "")
+            rows.append([n, method, f"{r['seconds']:.2f}", r["passes"] or "",
+                         f"{r['pass_s']:.3f}" if r["passes"] else "", r["mode"],
+                         f"{error:.1e}", f"{r['host_gib']:.1f}",
+                         f"{r['gpu_gib']:.1f}" if method == "gpu" else "", speedup])
+    print(f"\nKernelPCA(10), RBF, n x {args.d} Gaussian mixture\n")
+    print(markdown_table(["n", "method", "fit (s)", "passes", "pass (s)", "tiles",
+                          "eigenvalue diff", "host peak GiB", "GPU pool GiB",
+                          "time / gpu time"], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Where the kernel tiles live: host memory (numpy) or a CUDA GPU (CuPy).
+
+The kernel code is written once: kernels, tiles and holders take their array module from the
+arrays they are given (:func:`array_module`), so numpy blocks compute on the CPU and CuPy
+blocks on the GPU. Which one a fit uses is chosen by ``dask.config`` (``dkpca.device``:
+``"cpu"``, the default, or ``"cuda"``) or by CuPy input, which implies ``"cuda"``. On
+``"cuda"`` each tile holder (this process, or each Dask worker: one worker per GPU, as
+``dask-cuda`` starts them) copies its data rows to its GPU once and keeps its tiles there.
+
+CuPy is imported only when a GPU is asked for: ``import dkpca`` stays light, and a machine
+without CuPy runs everything else.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import dask
+import numpy as np
+
+__all__ = [
+    "DEVICES",
+    "DeviceUnavailableError",
+    "array_module",
+    "configured_device",
+    "device_free_bytes",
+    "import_cupy",
+    "is_device_array",
+    "to_device",
+    "to_host",
+    "zeros",
+]
+
+#: The values of the ``dkpca.device`` setting.
+DEVICES = ("cpu", "cuda")
+
+#: The ``dask.config`` key that chooses the device.
+CONFIG_KEY = "dkpca.device"
+
+
+class DeviceUnavailableError(RuntimeError):
+    """The GPU asked for cannot be used: CuPy is missing, or no CUDA device is visible."""
+
+
+def is_device_array(x: Any) -> bool:
+    """Return whether ``x`` is a CuPy array (without importing CuPy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_device_array(np.ones(3))
+    False
+    """
+    return "cupy" in sys.modules and type(x).__module__.split(".")[0] == "cupy"
+
+
+def array_module(*arrays: Any) -> ModuleType:
+    """Return the array module of ``arrays``: ``cupy`` if any of them is a CuPy array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> array_module(np.ones(2), 3.0).__name__
+    'numpy'
+    """
+    if any(is_device_array(a) for a in arrays):
+        return sys.modules["cupy"]
+    return np
+
+
+def configured_device() -> str:
+    """Return the device the ``dkpca.device`` setting names (``"cpu"`` when unset).
+
+    Examples
+    --------
+    >>> import dask
+    >>> configured_device()
+    'cpu'
+    >>> with dask.config.set({"dkpca.device": "cuda"}):
+    ...     configured_device()
+    'cuda'
+    """
+    device = str(dask.config.get(CONFIG_KEY, "cpu")).lower()
+    if device not in DEVICES:
+        raise ValueError(f"dkpca.device must be one of {DEVICES}, got {device!r}")
+    return device
+
+
+def import_cupy() -> ModuleType:
+    """Return the ``cupy`` module, or raise a one-line error saying what is missing.
+
+    Examples
+    --------
+    >>> try:
+    ...     import_cupy()
+    ... except DeviceUnavailableError as err:
+    ...     print(str(err).split(":")[0])
+    device 'cuda' is not available
+    """
+    try:
+        import cupy
+    except ImportError as err:
+        raise DeviceUnavailableError(
+            f"device 'cuda' is not available: CuPy is not installed ({err}); install it with "
+            f"pip install 'dkpca[gpu]' (CUDA 13) or the cupy-cuda12x wheel"
+        ) from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as err:  # no driver, or a broken one
+        raise DeviceUnavailableError(
+            f"device 'cuda' is not available: no usable CUDA driver ({type(err).__name__}: "
+            f"{err})"
+        ) from None
+    if count < 1:
+        raise DeviceUnavailableError("device 'cuda' is not available: no CUDA GPU is visible")
+    return cupy
+
+
+def to_device(x: Any, device: str) -> Any:
+    """Return ``x`` on ``device``: unchanged for ``"cpu"``, a CuPy array for ``"cuda"``.
+
+    Sparse blocks are refused on the GPU (the kernels' sparse paths are scipy's).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> to_device(np.ones(2), "cpu")
+    array([1., 1.])
+    """
+    if device == "cpu" or is_device_array(x):
+        return x
+    import scipy.sparse
+
+    if scipy.sparse.issparse(x):
+        raise ValueError("device 'cuda' takes dense data; sparse input runs on device 'cpu'")
+    return import_cupy().asarray(x)
+
+
+def zeros(shape: int | tuple[int, ...], device: str) -> Any:
+    """Return float64 zeros on ``device``, made there (no copy from the host).
+
+    Examples
+    --------
+    >>> zeros(2, "cpu")
+    array([0., 0.])
+    """
+    if device == "cpu":
+        return np.zeros(shape)
+    return import_cupy().zeros(shape)
+
+
+def to_host(x: Any) -> Any:
+    """Return ``x`` as a numpy array (copied from the GPU if it is there).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> to_host(np.zeros(1))
+    array([0.])
+    """
+    return x.get() if is_device_array(x) else x
+
+
+def device_free_bytes() -> int:
+    """Return the GPU memory this process can still take: free on the card and in CuPy's pool.
+
+    Examples
+    --------
+    >>> try:
+    ...     device_free_bytes() > 0
+    ... except DeviceUnavailableError:
+    ...     True
+    True
+    """
+    cupy = import_cupy()
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return int(free + cupy.get_default_memory_pool().free_bytes())

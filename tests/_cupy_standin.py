@@ -1,0 +1,185 @@
+"""A stand-in for CuPy built on numpy, as strict as CuPy about where arrays live.
+
+CI has no GPU, yet the GPU code paths must not let a numpy-only call slip in. This module
+imitates the part of CuPy that dkpca uses and, like CuPy:
+
+* its arrays refuse implicit conversion to numpy (``np.asarray(a)`` raises ``TypeError``); the
+  host copy is ``a.get()``;
+* its ufuncs and the numpy functions dispatched to it refuse numpy arrays as operands (CuPy
+  raises on mixed operands), while Python and numpy scalars are accepted;
+* ``asarray`` copies host data "to the device".
+
+Installed as ``sys.modules["cupy"]`` by a test (``monkeypatch.setitem``), it makes
+``dask.config.set({"dkpca.device": "cuda"})`` run the device code on the CPU. It proves the
+code's array discipline, not its speed or CuPy's numerics: ``tests/test_gpu.py`` runs the same
+tests on real CuPy where a GPU is there.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+
+__version__ = "stand-in"
+
+_REFUSED = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
+            "construct a NumPy array explicitly.")
+
+
+def _unwrap(value: Any) -> Any:
+    """The numpy value inside ``value``; a numpy array operand is refused, as CuPy does."""
+    if isinstance(value, ndarray):
+        return value._data
+    if isinstance(value, np.ndarray):
+        raise TypeError(f"Unsupported type {type(value)}")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    return value
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return ndarray(value)
+    if isinstance(value, tuple):
+        return tuple(_wrap(v) for v in value)
+    return value
+
+
+class ndarray(np.lib.mixins.NDArrayOperatorsMixin):  # CuPy's name
+    """A device array: a numpy array that only this module's code may see."""
+
+    __module__ = "cupy"
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = data
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError(_REFUSED)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = tuple(_unwrap(o) for o in out)
+        result = getattr(ufunc, method)(*(_unwrap(x) for x in inputs), **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _wrap(result)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+
+    def __getitem__(self, key: Any) -> Any:
+        return _wrap(self._data[_unwrap(key)])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._data[_unwrap(key)] = _unwrap(value)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __float__(self) -> float:
+        return float(self._data)
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __repr__(self) -> str:
+        return f"stand-in cupy {self._data!r}"
+
+    shape = property(lambda self: self._data.shape)
+    dtype = property(lambda self: self._data.dtype)
+    ndim = property(lambda self: self._data.ndim)
+    size = property(lambda self: self._data.size)
+    nbytes = property(lambda self: self._data.nbytes)
+    T = property(lambda self: ndarray(self._data.T))
+
+    def get(self) -> np.ndarray:
+        """The host copy."""
+        return self._data.copy()
+
+    def astype(self, dtype: Any, copy: bool = True) -> ndarray:
+        return ndarray(self._data.astype(dtype, copy=copy))
+
+    def copy(self) -> ndarray:
+        return ndarray(self._data.copy())
+
+    def item(self) -> Any:
+        return self._data.item()
+
+    def _reduce(name: str):  # builds methods
+        def method(self, *args: Any, **kwargs: Any) -> Any:
+            return _wrap(getattr(self._data, name)(*_unwrap(args), **_unwrap(kwargs)))
+        method.__name__ = name
+        return method
+
+    sum = _reduce("sum")
+    mean = _reduce("mean")
+    min = _reduce("min")
+    max = _reduce("max")
+    reshape = _reduce("reshape")
+    ravel = _reduce("ravel")
+    del _reduce
+
+
+def asarray(a: Any, dtype: Any = None, order: Any = None) -> ndarray:
+    """Host data copied "to the device"; device data unchanged where no conversion is asked."""
+    if isinstance(a, ndarray):
+        return ndarray(np.asarray(a._data, dtype=dtype, order=order))
+    return ndarray(np.array(a, dtype=dtype, order=order or "K", copy=True))
+
+
+def ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
+    return ndarray(np.ascontiguousarray(_unwrap(a), dtype=dtype))
+
+
+def empty(shape: Any, dtype: Any = float, order: str = "C") -> ndarray:
+    return ndarray(np.empty(shape, dtype=dtype, order=order))
+
+
+def zeros(shape: Any, dtype: Any = float, order: str = "C") -> ndarray:
+    return ndarray(np.zeros(shape, dtype=dtype, order=order))
+
+
+def ones(shape: Any, dtype: Any = float) -> ndarray:
+    return ndarray(np.ones(shape, dtype=dtype))
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> ndarray:
+    return ndarray(np.full(shape, fill_value, dtype=dtype))
+
+
+class _Pool:
+    def free_bytes(self) -> int:
+        return 0
+
+    def total_bytes(self) -> int:
+        return 0
+
+    def free_all_blocks(self) -> None:
+        return None
+
+
+_POOL = _Pool()
+
+
+def get_default_memory_pool() -> _Pool:
+    return _POOL
+
+
+class _CUDARuntimeError(RuntimeError):
+    pass
+
+
+#: ``cupy.cuda``: one "GPU" with 8 GiB free.
+cuda = types.SimpleNamespace(
+    runtime=types.SimpleNamespace(
+        getDeviceCount=lambda: 1,
+        memGetInfo=lambda: (8 * 2**30, 16 * 2**30),
+        CUDARuntimeError=_CUDARuntimeError,
+    ),
+    Device=lambda *args: types.SimpleNamespace(synchronize=lambda: None),
+)

@@ -1,0 +1,122 @@
+"""Kernel PCA on a CUDA GPU (``dkpca.device = "cuda"``) against the same fit on the CPU.
+
+Every test runs twice: on ``tests/_cupy_standin.py`` (numpy behind CuPy's strictness: no
+implicit conversion to numpy, no numpy operands; it runs everywhere, CI included, and catches a
+numpy-only call on the device path), and on real CuPy, marked ``gpu`` and skipped where CuPy or
+a GPU is missing (run them with ``pytest -m gpu tests/test_gpu.py``). The GPU path is the CPU's
+code on device arrays, so its results must equal the CPU's to the tiles' precision.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import _cupy_standin
+import dask
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.preprocessing import StandardScaler
+
+from dkpca import KernelPCA
+from dkpca._device import DeviceUnavailableError, import_cupy
+
+try:
+    REAL_CUPY = import_cupy()
+    NO_GPU = ""
+except DeviceUnavailableError as err:
+    REAL_CUPY, NO_GPU = None, str(err)
+
+
+@pytest.fixture(params=[pytest.param("stand-in"), pytest.param("cupy", marks=pytest.mark.gpu)])
+def cupy(request, monkeypatch):
+    """The device module the test runs on: the stand-in, or CuPy on a GPU."""
+    if request.param == "cupy":
+        if REAL_CUPY is None:
+            pytest.skip(NO_GPU)
+        return REAL_CUPY
+    monkeypatch.setitem(sys.modules, "cupy", _cupy_standin)
+    return _cupy_standin
+
+
+@pytest.fixture(scope="module")
+def blobs() -> np.ndarray:
+    X, _ = make_blobs(n_samples=3000, n_features=16, centers=10, random_state=0)
+    return StandardScaler().fit_transform(X)
+
+
+def _fit(X, device: str, **params) -> KernelPCA:
+    tol = 1e-6 if params.get("cache_dtype") == "float32" else 1e-8  # float32 tiles: 1e-6 at best
+    with dask.config.set({"dkpca.device": device, "scheduler": "threads"}):
+        return KernelPCA(8, solver="randomized", random_state=0, tol=tol, **params).fit(X)
+
+
+def _assert_same_fit(got: KernelPCA, want: KernelPCA, rtol: float) -> None:
+    np.testing.assert_allclose(got.eigenvalues_, want.eigenvalues_, rtol=rtol)
+    signs = np.sign(np.sum(got.eigenvectors_ * want.eigenvectors_, axis=0))
+    np.testing.assert_allclose(got.eigenvectors_ * signs, want.eigenvectors_,
+                               atol=1e3 * rtol * np.abs(want.eigenvectors_).max())
+
+
+@pytest.mark.parametrize(("cache_dtype", "rtol"), [("float32", 1e-6), ("float64", 1e-10)])
+@pytest.mark.parametrize("cached", [True, False])
+def test_the_gpu_fit_equals_the_cpu_fit(cupy, blobs, cache_dtype, rtol, cached):
+    memory = {} if cached else {"max_memory": 1}  # streamed: tiles evaluated every pass
+    want = _fit(blobs, "cpu", cache_dtype=cache_dtype, **memory)
+    got = _fit(blobs, "cuda", cache_dtype=cache_dtype, **memory)
+    _assert_same_fit(got, want, rtol)
+    np.testing.assert_allclose(got.transform(blobs[:50]), want.transform(blobs[:50]) *
+                               np.sign(np.sum(got.eigenvectors_ * want.eigenvectors_, axis=0)),
+                               rtol=1e3 * rtol, atol=1e3 * rtol)
+
+
+@pytest.mark.parametrize("kernel", ["poly", "sigmoid", "linear"])
+def test_other_kernels_on_the_gpu(cupy, blobs, kernel):
+    params = {"kernel": kernel, "cache_dtype": "float64"}
+    if kernel == "sigmoid":
+        params["gamma"] = 0.01
+    _assert_same_fit(_fit(blobs, "cuda", **params), _fit(blobs, "cpu", **params), 1e-9)
+
+
+def test_a_sum_of_kernels_on_the_gpu(cupy, blobs):
+    from dkpca.kernels import RBF, Linear
+
+    params = {"kernel": RBF(gamma=0.05) + Linear(), "cache_dtype": "float64"}
+    _assert_same_fit(_fit(blobs, "cuda", **params), _fit(blobs, "cpu", **params), 1e-9)
+
+
+def test_a_worker_per_gpu_gives_the_threaded_result(cupy, blobs):
+    from distributed import Client, LocalCluster
+
+    want = _fit(blobs, "cpu", cache_dtype="float64")
+    # the stand-in lives in this process only: its workers run in this process too
+    processes = cupy is REAL_CUPY
+    with (LocalCluster(n_workers=1, threads_per_worker=2, processes=processes,
+                       dashboard_address=":0") as cluster, Client(cluster),
+          dask.config.set({"dkpca.device": "cuda"})):
+        got = KernelPCA(8, solver="randomized", random_state=0, tol=1e-8,
+                        cache_dtype="float64").fit(blobs)
+    _assert_same_fit(got, want, 1e-10)
+
+
+def test_cupy_input_fits_on_the_gpu_and_transforms_to_cupy(cupy, blobs):
+    want = _fit(blobs, "cpu", cache_dtype="float64")
+    with dask.config.set(scheduler="threads"):
+        model = KernelPCA(8, solver="randomized", random_state=0, tol=1e-8,
+                          cache_dtype="float64").fit(cupy.asarray(blobs))
+        scores = model.transform(cupy.asarray(blobs[:20]))
+    _assert_same_fit(model, want, 1e-10)
+    assert isinstance(model.eigenvectors_, np.ndarray)  # the model is kept on the host
+    assert isinstance(scores, cupy.ndarray)
+    np.testing.assert_allclose(np.abs(scores.get()), np.abs(want.transform(blobs[:20])),
+                               atol=1e-8)
+
+
+def test_a_model_fitted_on_the_gpu_saves_and_loads_as_any_other(cupy, blobs, tmp_path):
+    from dkpca import load, save
+
+    model = _fit(blobs, "cuda", cache_dtype="float64")
+    save(model, tmp_path / "model.zarr")
+    loaded = load(tmp_path / "model.zarr")
+    np.testing.assert_array_equal(loaded.eigenvalues_, model.eigenvalues_)
+    np.testing.assert_allclose(loaded.transform(blobs[:20]), model.transform(blobs[:20]))
