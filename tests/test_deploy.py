@@ -4,7 +4,7 @@ Offline and fast: the manifests are checked against the Kubernetes OpenAPI schem
 kubernetes-validate, the image's recipe and its hash-pinned lock, and every ``dkpca`` command
 line against dkpca's own parser. What the dask-kubernetes operator makes of the custom
 resources (its CRDs, its pod builders, the network policies on its pods) is checked in
-test_deploy_operator.py.
+test_deploy_operator.py; what is particular to the GPU workers, in test_deploy_gpu.py.
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ def _pod_specs() -> Iterator[tuple[str, str, dict[str, Any]]]:
             yield name, "job-runner", doc["spec"]["job"]["spec"]
         elif kind == "Job":
             yield name, "dask-client", doc["spec"]["template"]["spec"]
+        elif kind == "DaskWorkerGroup":  # more workers for a DaskCluster
+            yield name, "worker", doc["spec"]["worker"]["spec"]
         for cluster in clusters:
             yield name, "scheduler", cluster["scheduler"]["spec"]
             yield name, "worker", cluster["worker"]["spec"]
@@ -116,9 +118,11 @@ def _expanded_args(container: dict[str, Any], cluster_name: str, namespace: str)
 def _cluster_of(manifest: str) -> tuple[str, str]:
     """The cluster name and namespace a manifest's pods belong to."""
     (doc,) = [doc for _, doc in DOCS if doc["metadata"]["name"] == manifest
-              and doc["kind"] in ("DaskCluster", "DaskJob", "Job")]
+              and doc["kind"] in ("DaskCluster", "DaskJob", "Job", "DaskWorkerGroup")]
     if doc["kind"] == "Job":  # a client of the long-lived DaskCluster
         return _of_kind("DaskCluster")[0]["metadata"]["name"], doc["metadata"]["namespace"]
+    if doc["kind"] == "DaskWorkerGroup":  # workers of the DaskCluster it names
+        return doc["spec"]["cluster"], doc["metadata"]["namespace"]
     return doc["metadata"]["name"], doc["metadata"]["namespace"]
 
 
@@ -141,16 +145,20 @@ def _option(argv: list[str], flag: str) -> str:
 
 def test_manifests_exist_and_parse():
     kinds = {doc["kind"] for _, doc in DOCS}
-    assert {"DaskCluster", "DaskJob", "NetworkPolicy", "Secret", "ConfigMap",
-            "Namespace", "Job"} <= kinds
+    assert {"DaskCluster", "DaskJob", "DaskWorkerGroup", "NetworkPolicy", "Secret",
+            "ConfigMap", "Namespace", "Job"} <= kinds
     for path in MANIFESTS:
         with path.open() as file:
             assert all(isinstance(doc, dict) for doc in yaml.safe_load_all(file)), path
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     for resource in kustomization["resources"]:
         assert (DEPLOY / resource).is_file(), resource
-    # Not applied by default: cert-manager's kinds need its CRDs, the template holds no keys.
-    assert not {CERT_MANAGER.name, "tls-secret.template.yaml"} & set(kustomization["resources"])
+    # Not applied by default: cert-manager's kinds need its CRDs, the template holds no keys,
+    # GPU workers need GPU nodes (and a `--device cuda` fit, a cluster of GPU workers only).
+    optional = {CERT_MANAGER.name, "tls-secret.template.yaml"} | {
+        f for f, d in DOCS if d["kind"] == "DaskWorkerGroup"}
+    assert "daskworkergroup-gpu.yaml" in optional
+    assert not optional & set(kustomization["resources"])
 
 
 @pytest.mark.parametrize(
@@ -380,14 +388,30 @@ def test_scheduler_ports_and_service():
         assert service.get("type", "ClusterIP") == "ClusterIP"  # never exposed outside
 
 
+def _asks_for_gpus(worker: dict[str, Any]) -> bool:
+    return any("nvidia.com/gpu" in c["resources"]["limits"] for c in worker["spec"]["containers"])
+
+
 def test_jobs_embed_the_daskcluster_spec():
-    """The DaskJobs' clusters are daskcluster.yaml's, but for their own name."""
+    """The DaskJobs' clusters are daskcluster.yaml's, but for their own name.
+
+    A GPU job's workers are the GPU worker group's (daskworkergroup-gpu.yaml) instead.
+    """
     (reference,) = _of_kind("DaskCluster")
+    (gpu_group,) = _of_kind("DaskWorkerGroup")
+    assert gpu_group["spec"]["cluster"] == reference["metadata"]["name"]
+    assert gpu_group["metadata"]["namespace"] == reference["metadata"]["namespace"]
+    gpu_jobs = 0
     for job in _of_kind("DaskJob"):
         spec = copy.deepcopy(job["spec"]["cluster"]["spec"])
         spec["scheduler"]["service"]["selector"]["dask.org/cluster-name"] = (
             reference["metadata"]["name"])
+        if _asks_for_gpus(spec["worker"]):
+            assert spec["worker"] == gpu_group["spec"]["worker"], job["metadata"]["name"]
+            spec["worker"] = reference["spec"]["worker"]
+            gpu_jobs += 1
         assert spec == reference["spec"], job["metadata"]["name"]
+    assert gpu_jobs == 1
 
 
 def test_tls_everywhere():
@@ -469,11 +493,25 @@ def _lock(path: Path) -> dict[str, tuple[str, list[str]]]:
     return pins
 
 
-def test_containerfile():
-    text = (DEPLOY / "Containerfile").read_text()
-    logical = re.sub(r"\\\n\s*", " ", text)
-    lines = [line.strip() for line in logical.splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
+#: Each image's recipe, and the hash-pinned locks its third-party wheels come from: the CPU
+#: image, and the GPU workers' image (the CPU one plus CuPy and the CUDA libraries).
+IMAGES = {
+    "Containerfile": {"/src/build-requirements.lock", "/opt/dkpca/requirements.lock"},
+    "Containerfile.gpu": {"/src/build-requirements.lock", "/opt/dkpca/requirements.lock",
+                          "/opt/dkpca/requirements-gpu.lock"},
+}
+
+
+def instructions(path: Path) -> list[str]:
+    """A Containerfile's instructions, one a line (continuations joined), comments left out."""
+    logical = re.sub(r"\\\n\s*", " ", path.read_text())
+    return [line.strip() for line in logical.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+@pytest.mark.parametrize("recipe", IMAGES)
+def test_containerfile(recipe):
+    lines = instructions(DEPLOY / recipe)
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users, "no USER"
     uid = users[-1].split(":")[0]
@@ -491,17 +529,20 @@ def test_containerfile():
     # Third-party wheels only from the hash-pinned locks; dkpca's own offline, built here.
     commands = [c.strip() for line in lines if line.startswith("RUN ")
                 for c in line.split("&&") if "pip install" in c or "pip wheel" in c]
-    locks = {"/src/build-requirements.lock", "/opt/dkpca/requirements.lock"}
     hashed = [c for c in commands if "--require-hashes" in c]
-    assert {c.split(" -r ")[1].split()[0] for c in hashed} == locks
+    assert {lock for c in hashed for lock in re.findall(r" -r (\S+)", c)} == IMAGES[recipe]
     for command in commands:
         assert "--no-deps" in command, command
         assert command in hashed or "--no-index" in command, command
         assert "-c " not in command and "--upgrade" not in command, command
     assert any("pip wheel" in c and "--no-build-isolation" in c for c in commands)
-    assert "python -m pip check" in logical
-    ignored = (DEPLOY / "Containerfile.dockerignore").read_text().split()
-    assert {"!deploy/requirements.lock", "!deploy/build-requirements.lock"} <= set(ignored)
+    assert "python -m pip check" in " ".join(lines)
+    # Each lock is copied from deploy/, which the build context lets through.
+    ignored = (DEPLOY / f"{recipe}.dockerignore").read_text().split()
+    for lock in IMAGES[recipe]:
+        name = posixpath.basename(lock)
+        assert f"COPY deploy/{name} {lock}" in lines, lock
+        assert f"!deploy/{name}" in ignored, lock
 
 
 def test_lock_pins_every_runtime_dependency():
@@ -566,3 +607,42 @@ def test_dkpca_commands_parse():
     assert posixpath.dirname(select.table) == folder and select.table.endswith(".zarr")
     for args in parsed.values():  # a cold scheduler pod is waited for
         assert (args.scheduler_timeout or SCHEDULER_TIMEOUT) >= 300, args.command
+
+
+def dask_command(argv: list[str], tls_dir: Path) -> dict[str, Any]:
+    """``dask scheduler`` / ``dask worker`` arguments as dask's own parser reads them.
+
+    ``argv`` is the expanded command line; the TLS files, which the parser requires to exist,
+    are looked for in ``tls_dir``. An unknown or misspelt option raises (the parser refuses
+    what it would otherwise take for a preload's arguments).
+    """
+    from distributed.cli import dask_scheduler, dask_worker
+
+    assert argv[0] == "dask", argv
+    command = {"scheduler": dask_scheduler.main, "worker": dask_worker.main}[argv[1]]
+    args = [str(tls_dir / posixpath.basename(a)) if a.startswith(f"{TLS_DIR}/") else a
+            for a in argv[2:]]
+    return command.make_context(f"dask {argv[1]}", args).params
+
+
+def test_dask_commands_parse(tmp_path):
+    for path in TLS_FLAGS.values():
+        (tmp_path / posixpath.basename(path)).write_text("")
+    parsed = 0
+    for name, role, _, container in _containers():
+        argv = _expanded_args(container, *_cluster_of(name))
+        if argv[0] != "dask":
+            continue
+        params = dask_command(argv, tmp_path)
+        assert params["preload_argv"] == (), f"{name}/{role}"
+        if role == "worker":
+            assert params["scheduler"].startswith("tls://"), name
+            assert params["dashboard"] is False, name  # no HTTP port on the workers
+        else:
+            assert params["protocol"] == "tls", name
+        parsed += 1
+    assert parsed >= 8
+    from click.exceptions import NoSuchOption
+
+    with pytest.raises(NoSuchOption, match="--nthread"):  # a misspelt option is refused
+        dask_command(["dask", "worker", "tls://s:8786", "--nthread", "2"], tmp_path)
