@@ -870,7 +870,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
     previous_sigterm = _interrupt_on_sigterm()
     try:
-        if device == "cuda":  # before a cluster starts: a missing GPU is a one-line error
+        if device == "cuda" and getattr(args, "scheduler", None) is None:
+            # before the embedded cluster starts (its workers use this machine's GPU): a
+            # missing one is a one-line error; a running cluster's workers answer for theirs
             from dkpca._device import import_cupy
 
             import_cupy()

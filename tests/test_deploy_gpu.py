@@ -307,10 +307,6 @@ def _closed_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.xfail(strict=True, reason="dkpca.cli.main imports CuPy and looks for a GPU before "
-                   "connecting, also with --scheduler, where only the workers use them: the "
-                   "GPU DaskJob's runner (CPU image, no GPU) exits 2. Once fixed, remove this "
-                   "mark and the note in deploy/README.md ('GPU workers')")
 def test_gpu_fit_client_needs_no_gpu(tmp_path, capsys):
     """With --scheduler, the client of a ``--device cuda`` fit runs without CuPy or a GPU.
 
