@@ -214,13 +214,9 @@ class KernelTiles:
                 [self._client.submit(state_summary, state, workers=[h.address],
                                      allow_other_workers=True, pure=False)
                  for h, state in zip(self.holders, self.states, strict=True)])
-        high, low, traces = np.zeros(self.n), np.zeros(self.n), []
-        for lo, part_high, part_low, trace, nbytes in summaries:
-            two_sum_into(high[lo:], low[lo:], part_high)
-            low[lo:] += part_low
-            traces.append(trace)
-            self.nbytes += nbytes
-        self.row_sums, self.trace = high + low, math.fsum(traces)
+        self.row_sums = _sum_partials(self.n, [s[:3] for s in summaries])
+        self.trace = math.fsum(s[3] for s in summaries)
+        self.nbytes += sum(s[4] for s in summaries)
 
     def matmul(self, V: np.ndarray) -> np.ndarray:
         """Return ``K @ V`` (float64): one task per holder, one partial back from each.
@@ -240,16 +236,7 @@ class KernelTiles:
                         for h, state in zip(self.holders, self.states, strict=True)]
         else:
             partials = self._distributed_product(V)
-        if len(partials) == 1:  # one holder: its double-double is the sum, bit for bit
-            lo, part_high, part_low = partials[0]
-            product = np.zeros((self.n, V.shape[1]))
-            np.add(part_high, part_low, out=product[lo:])
-            return product
-        high, low = np.zeros((self.n, V.shape[1])), np.zeros((self.n, V.shape[1]))
-        for lo, part_high, part_low in partials:
-            two_sum_into(high[lo:], low[lo:], part_high)
-            low[lo:] += part_low
-        return high + low
+        return _sum_partials(self.n, partials)
 
     def _distributed_product(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         for _ in range(MAX_RECOVERIES):
@@ -286,6 +273,22 @@ class KernelTiles:
             address, info = min(workers, key=lambda w: used.count(w[0]))
             self.holders[k] = Holder(address, max(1, int(info["nthreads"])), holder.device)
             self.states[k] = self._build(self.holders[k], self._pairs[k])
+
+
+def _sum_partials(n: int, partials: list[tuple[int, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Add the holders' double-double partials (rows ``lo:n`` each) and round the total.
+
+    The first partial is the running sum as it is (a sum into zeros would return it bit for
+    bit, at the cost of a double-double pass over ``n × b`` values); the others are added to it
+    with :func:`two_sum_into`, so the result does not depend on their order.
+    """
+    (lo, part_high, part_low), *others = partials
+    high, low = np.zeros((n, *part_high.shape[1:])), np.zeros((n, *part_high.shape[1:]))
+    high[lo:], low[lo:] = part_high, part_low
+    for lo, part_high, part_low in others:
+        two_sum_into(high[lo:], low[lo:], part_high)
+        low[lo:] += part_low
+    return high + low
 
 
 def _lost_errors() -> tuple[type[BaseException], ...]:
