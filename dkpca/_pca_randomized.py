@@ -14,11 +14,13 @@ Every product is blocked over its chunks, one task per block, and a pass is one
   - tall data (``d <= n``): the ``d × d`` scatter ``C = X_cᵀ X_c``; a pass gives ``C V`` by
     ``P_i = X_c,i V`` then ``Σ_i X_c,iᵀ P_i`` within one graph (a row stripe of blocks is held
     while its ``P_i`` forms), so the data are read once per product;
-  - wide data (``n < d``): the ``n × n`` matrix ``X_c X_cᵀ``; a product ``X_c (X_cᵀ U)`` is two
-    passes (``X_cᵀ U``, then ``X_c T``), and the components ``X_cᵀ U / sqrt(λ)`` one more.
+  - wide data (``n < d``): the ``n × n`` matrix ``X_c X_cᵀ``; a pass gives ``X_c (X_cᵀ U)`` by
+    ``T_j = Σ_i X_c,ijᵀ U_i`` then ``X_c,ij T_j`` (a feature stripe of blocks is held while its
+    ``T_j`` forms), and the components ``X_cᵀ U / sqrt(λ)`` take one more pass.
 
-Centring is explicit inside a dense block (``X_ij - μ_j``, in float64, one block at a time) and
-implicit for a sparse one (``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``).
+Centring is explicit inside a dense block (``X_ij - μ_j`` in float64, a cache-sized slab of rows
+at a time, so a product reads the block from memory once) and implicit for a sparse one
+(``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import itertools
 import logging
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import dask
@@ -37,7 +40,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .blocked import compute, tree_sum
 from .io._views import row_view, view_blocks
-from .linalg import block_krylov_eigh, flip_signs
+from .linalg import block_krylov_eigh, flip_signs, single_threaded_blas
+from .moments import available_cores
 
 __all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca"]
 
@@ -48,6 +52,9 @@ _ROW_BLOCK_BYTES = 32 * 2**20
 
 #: Stored entries of a sparse block summed at a time (bounds the temporaries).
 _ENTRIES_PIECE = 2**20
+
+#: Bytes of one float64 slab of a dense block (a few fit the processor's cache at once).
+_SLAB_BYTES = 2**20
 
 #: Up to this many rows (``min(n, d)``), the Krylov basis may grow to the whole space.
 _FULL_BASIS = 2048
@@ -81,10 +88,12 @@ def _block_moments(block: object) -> tuple[int, np.ndarray, np.ndarray]:
             squares = np.asarray(block.multiply(block).sum(axis=0), dtype=np.float64).ravel()
         mean = sums / r
         return r, mean, np.maximum(squares - r * mean**2, 0.0)
-    B = np.asarray(block, dtype=np.float64)
-    mean = B.mean(axis=0)
-    deviations = B - mean  # one temporary the size of the block
-    return len(B), mean, np.square(deviations, out=deviations).sum(axis=0)
+    block = np.asarray(block)
+    mean = block.mean(axis=0, dtype=np.float64)
+    m2 = np.zeros(block.shape[1])
+    for _, slab in _centred_slabs(block, mean):  # no temporary the size of the block
+        m2 += np.square(slab, out=slab).sum(axis=0)
+    return len(block), mean, m2
 
 
 def _combine_moments(
@@ -130,20 +139,62 @@ def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
     return parts[0]
 
 
+def _slab_rows(width: int) -> int:
+    """Rows of a float64 slab of ``width`` columns that stays in the processor's cache."""
+    return max(8, _SLAB_BYTES // (8 * max(width, 1)))
+
+
+def _centred_slabs(block: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    """Yield ``(rows, X_rows - μ)`` in float64, slab by slab, in one reused buffer.
+
+    Converting and centring a whole block costs two trips through memory for each product;
+    a slab is converted, centred and multiplied while it is still in the cache.
+    """
+    step = _slab_rows(block.shape[1])
+    buffer = np.empty((min(step, len(block)), block.shape[1]))
+    for start in range(0, len(block), step):
+        rows = slice(start, min(start + step, len(block)))
+        slab = buffer[: rows.stop - start]
+        np.subtract(block[rows], mean, out=slab)
+        yield rows, slab
+
+
+def _operand(a: np.ndarray) -> np.ndarray:
+    """Return ``a`` as an aligned C-contiguous array, copied only if it is not one.
+
+    An array unpickled from a scheduler's message can sit unaligned in its frame; numpy's
+    matmul then copies it in every call, once per slab.
+    """
+    return a if a.flags.aligned and a.flags.c_contiguous else np.array(a, order="C")
+
+
 def _times(block: object, V: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """``(X_ij - 1 μ_jᵀ) V_j`` in float64."""
     if scipy.sparse.issparse(block):
         product = np.asarray(block @ V, dtype=np.float64)  # a new array: centred in place
         product -= mean @ V
         return product
-    return (np.asarray(block, dtype=np.float64) - mean) @ V
+    block, V, mean = np.asarray(block), _operand(V), _operand(mean)
+    out = np.empty((len(block), V.shape[1]))
+    with single_threaded_blas():  # a task among others: the scheduler's threads are the cores
+        for rows, slab in _centred_slabs(block, mean):
+            np.matmul(slab, V, out=out[rows])
+    return out
 
 
 def _rtimes(block: object, U: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """``(X_ij - 1 μ_jᵀ)ᵀ U_i`` in float64."""
     if scipy.sparse.issparse(block):
         return np.asarray(block.T @ U, dtype=np.float64) - np.outer(mean, U.sum(axis=0))
-    return (np.asarray(block, dtype=np.float64) - mean).T @ U
+    block, U, mean = np.asarray(block), _operand(U), _operand(mean)
+    out = np.zeros((block.shape[1], U.shape[1]))
+    # One product buffer for all slabs: a new one each time costs page faults where large
+    # allocations are not reused (Dask's workers set MALLOC_TRIM_THRESHOLD_).
+    part = np.empty_like(out)
+    with single_threaded_blas():
+        for rows, slab in _centred_slabs(block, mean):
+            out += np.matmul(slab.T, U[rows], out=part)
+    return out
 
 
 class _CentredOperator:
@@ -164,38 +215,32 @@ class _CentredOperator:
                                for a, b in itertools.pairwise(self.cols)]
         return self._mean_keys[j]
 
-    def _stripes(self, V: np.ndarray) -> list:
-        """Cut ``V`` by feature stripe, each piece one key of the graph.
+    def _pieces(self, V: np.ndarray, bounds: np.ndarray) -> list:
+        """Cut ``V`` at ``bounds`` (feature or row stripes), each piece one key of the graph.
 
         A distributed scheduler then sends a piece to a worker once, not once per task.
         """
-        return [dask.delayed(V[a:b], traverse=False) for a, b in itertools.pairwise(self.cols)]
-
-    def times(self, V: np.ndarray) -> np.ndarray:
-        """``X_c V`` (``n × b``): one pass."""
-        stripes, pieces = [], self._stripes(V)
-        for i in range(self.blocks.shape[0]):
-            parts = [dask.delayed(_times)(self.blocks[i, j], pieces[j], self._means(j))
-                     for j in range(self.blocks.shape[1])]
-            stripes.append(tree_sum(parts))
-        self.passes += 1
-        return np.vstack(compute(*stripes))
+        return [dask.delayed(V[a:b], traverse=False) for a, b in itertools.pairwise(bounds)]
 
     def rtimes(self, U: np.ndarray) -> np.ndarray:
         """``X_cᵀ U`` (``d × b``): one pass."""
-        stripes = []
+        stripes, pieces = [], self._pieces(U, self.rows)
         for j in range(self.blocks.shape[1]):
-            parts = [dask.delayed(_rtimes)(self.blocks[i, j], U[self.rows[i] : self.rows[i + 1]],
-                                           self._means(j)) for i in range(self.blocks.shape[0])]
+            parts = [dask.delayed(_rtimes)(self.blocks[i, j], pieces[i], self._means(j))
+                     for i in range(self.blocks.shape[0])]
             stripes.append(tree_sum(parts))
         self.passes += 1
         return np.vstack(compute(*stripes))
 
     def scatter_times(self, V: np.ndarray) -> np.ndarray:
-        """``X_cᵀ (X_c V)`` (``d × b``): one pass, each block read once."""
+        """``X_cᵀ (X_c V)`` (``d × b``): one pass, each block read once.
+
+        A row stripe of blocks is held while its ``P_i = X_c,i V`` forms; then each block
+        gives its ``X_c,ijᵀ P_i`` where it lies.
+        """
         n_rows, n_cols = self.blocks.shape
         outputs: list[list] = [[] for _ in range(n_cols)]
-        pieces = self._stripes(V)
+        pieces = self._pieces(V, self.cols)
         for i in range(n_rows):
             P = tree_sum([dask.delayed(_times)(self.blocks[i, j], pieces[j], self._means(j))
                           for j in range(n_cols)])
@@ -204,33 +249,64 @@ class _CentredOperator:
         self.passes += 1
         return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
 
+    def gram_times(self, U: np.ndarray) -> np.ndarray:
+        """``X_c (X_cᵀ U)`` (``n × b``): one pass, each block read once.
+
+        The transpose of :meth:`scatter_times`: a feature stripe of blocks is held while its
+        ``T_j = X_c,:jᵀ U`` forms; then each block gives its ``X_c,ij T_j``.
+        """
+        n_rows, n_cols = self.blocks.shape
+        outputs: list[list] = [[] for _ in range(n_rows)]
+        pieces = self._pieces(U, self.rows)
+        for j in range(n_cols):
+            T = tree_sum([dask.delayed(_rtimes)(self.blocks[i, j], pieces[i], self._means(j))
+                          for i in range(n_rows)])
+            for i in range(n_rows):
+                outputs[i].append(dask.delayed(_times)(self.blocks[i, j], T, self._means(j)))
+        self.passes += 1
+        return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
+
 
 class _InMemoryOperator:
-    """The same products on in-memory data, strip by strip on the client (BLAS threads)."""
+    """The same products on in-memory data, strips of rows on a pool of threads.
+
+    Dense strips run on one thread per core, each on one BLAS thread (a slab is too small for
+    several). Sparse strips run one at a time: scipy's sparse products gained nothing from a
+    second thread (BENCHMARKS.md §11) and each thread holds a ``d × b`` partial.
+    """
 
     def __init__(self, X: object, mean: np.ndarray):
         self.X, self.mean, self.passes = X, mean, 0
         n, d = X.shape
-        width = d if not scipy.sparse.issparse(X) else max(1, X.nnz // max(n, 1))
-        self.step = max(1, _ROW_BLOCK_BYTES // (8 * width))
+        sparse = scipy.sparse.issparse(X)
+        width = max(1, X.nnz // max(n, 1)) if sparse else d
+        self.threads = 1 if sparse else available_cores()
+        self.step = max(1, min(_ROW_BLOCK_BYTES // (8 * width), -(-n // self.threads)))
 
-    def _strips(self) -> Iterator[tuple[slice, object]]:
-        for start in range(0, self.X.shape[0], self.step):
-            stop = min(start + self.step, self.X.shape[0])
-            yield slice(start, stop), row_view(self.X, start, stop)  # no copy of the rows
+    def _map(self, strip_product: Callable[[slice, object], np.ndarray]) -> Iterator[np.ndarray]:
+        """``strip_product(rows, X[rows])`` for every strip of rows (views, not copies), in order.
+
+        Results are yielded as they come, so a sum over strips holds a few partials, not all.
+        """
+        n = self.X.shape[0]
+        strips = [slice(a, min(a + self.step, n)) for a in range(0, n, self.step)]
+        self.passes += 1
+        with single_threaded_blas(), ThreadPoolExecutor(min(self.threads, len(strips))) as pool:
+            yield from pool.map(
+                lambda rows: strip_product(rows, row_view(self.X, rows.start, rows.stop)), strips)
 
     def times(self, V: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        return np.vstack([_times(block, V, self.mean) for _, block in self._strips()])
+        return np.vstack(list(self._map(lambda rows, block: _times(block, V, self.mean))))
 
     def rtimes(self, U: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        return sum(_rtimes(block, U[rows], self.mean) for rows, block in self._strips())
+        return sum(self._map(lambda rows, block: _rtimes(block, U[rows], self.mean)))
 
     def scatter_times(self, V: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        return sum(_rtimes(block, _times(block, V, self.mean), self.mean)
-                   for _, block in self._strips())
+        return sum(self._map(
+            lambda rows, block: _rtimes(block, _times(block, V, self.mean), self.mean)))
+
+    def gram_times(self, U: np.ndarray) -> np.ndarray:
+        return self.times(self.rtimes(U))  # rows in memory: two sweeps cost no reading
 
 
 @dataclass
@@ -339,11 +415,7 @@ def fit_randomized_pca(
     else:
         basis_cap = min(side, 12 * width)
     start = np.random.default_rng(seed).standard_normal((side, width))
-    if d <= n:
-        matmul = operator.scatter_times
-    else:
-        def matmul(U: np.ndarray) -> np.ndarray:
-            return operator.times(operator.rtimes(U))
+    matmul = operator.scatter_times if d <= n else operator.gram_times
     result = block_krylov_eigh(matmul, start, k, tol=tol, max_iter=max_iter,
                                max_basis=basis_cap if basis_cap < side else None)
     eigenvalues = np.maximum(result.eigenvalues, 0.0)

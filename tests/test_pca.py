@@ -2,6 +2,7 @@
 
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -348,6 +349,50 @@ def test_randomized_one_compute_per_pass():
         mp.setattr(dkpca.blocked._progress, "compute", counting)
         pca = PCA(5, solver="randomized", random_state=0).fit(X)
     assert len(calls) == pca.n_iter_  # tall: statistics pass, then one compute per product
+
+
+@pytest.mark.parametrize(("n", "d", "chunks"), [
+    (500, 120, (100, 40)),  # tall: X_cᵀ (X_c V), a row stripe held
+    (90, 700, (30, 200)),   # wide: X_c (X_cᵀ U), a feature stripe held
+])
+def test_randomized_reads_each_block_once_per_pass(n, d, chunks):
+    X = _spectrum_data(n, d)
+    reads = []
+
+    def counted(block):
+        if block.size:  # map_blocks also calls it once on an empty meta array
+            reads.append(1)
+        return block
+
+    data = da.from_array(X, chunks=chunks).map_blocks(counted, dtype=X.dtype)
+    with dask.config.set(scheduler="threads"):
+        pca = PCA(5, solver="randomized", tol=1e-10, random_state=0).fit(data)
+    n_blocks = data.numblocks[0] * data.numblocks[1]
+    # statistics, one pass per product, and (wide) one for the components; each reads once
+    assert len(reads) == pca.n_iter_ * n_blocks
+    Xc = X - X.mean(axis=0)
+    exact = np.linalg.svd(Xc, compute_uv=False)[:5] ** 2 / (n - 1)
+    np.testing.assert_allclose(pca.explained_variance_, exact, rtol=1e-9)
+
+
+@pytest.mark.parametrize("chunks", [None, (300, 70), (80, 600)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_randomized_products_slab_by_slab(monkeypatch, chunks, dtype):
+    """Blocks far taller than a slab (8 rows here) give the same fit as one slab a block."""
+    import dkpca._pca_randomized
+
+    shape = (600, 140) if chunks != (80, 600) else (160, 1200)
+    X = _spectrum_data(*shape).astype(dtype)
+    data = X if chunks is None else da.from_array(X, chunks=chunks)
+    whole = PCA(6, solver="randomized", tol=1e-10, random_state=0).fit(data)
+    monkeypatch.setattr(dkpca._pca_randomized, "_SLAB_BYTES", 1)  # 8-row slabs
+    slabs = PCA(6, solver="randomized", tol=1e-10, random_state=0).fit(data)
+    assert whole.n_iter_ == slabs.n_iter_
+    rtol = 1e-12 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(slabs.explained_variance_, whole.explained_variance_, rtol=rtol)
+    Xc = X.astype(np.float64) - X.astype(np.float64).mean(axis=0)
+    exact = np.linalg.svd(Xc, compute_uv=False)[:6] ** 2 / (len(X) - 1)
+    np.testing.assert_allclose(slabs.explained_variance_, exact, rtol=1e-6)
 
 
 def test_randomized_float32_and_tight_tolerance():
