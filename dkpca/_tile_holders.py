@@ -55,7 +55,7 @@ from ._device import (
     to_host,
     zeros,
 )
-from ._tile_values import StoredTile
+from ._tile_values import ProductScratch, StoredTile
 from .kernels import Kernel
 from .linalg import single_threaded_blas
 
@@ -261,13 +261,16 @@ def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, floa
     return lo, to_host(high), to_host(low), trace, state.nbytes
 
 
-def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray) -> None:
+def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
+                 scratch: Sequence[np.ndarray] | None = None) -> None:
     """Add ``term`` to the double-double sum ``high + low`` in place (Knuth's TwoSum).
 
     Partial products are summed as double-doubles, so that the rounded total is the same
     whatever the order and grouping of the terms: whichever holder, thread or task order made
     them, a pass returns the same float64 numbers, and a fit on a cluster gives the threaded
     fit's result (a Krylov iteration turns a last-bit difference into a 1e-8 one).
+    ``scratch``, three float64 arrays with at least ``term``'s rows, holds the intermediate
+    values instead of new arrays (the same operations, so the same numbers).
 
     Examples
     --------
@@ -278,9 +281,20 @@ def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray) -> None:
     >>> high + low
     array([2.e-17])
     """
-    total = high + term
-    virtual = total - high
-    low += (high - (total - virtual)) + (term - virtual)
+    if scratch is None:
+        total = high + term
+        virtual = total - high
+        low += (high - (total - virtual)) + (term - virtual)
+        high[...] = total
+        return
+    total, virtual, error = (buffer[: len(term)] for buffer in scratch)
+    np.add(high, term, out=total)
+    np.subtract(total, high, out=virtual)
+    np.subtract(total, virtual, out=error)
+    np.subtract(high, error, out=error)  # high - (total - virtual)
+    np.subtract(term, virtual, out=virtual)  # term - virtual
+    np.add(error, virtual, out=error)
+    low += error
     high[...] = total
 
 
@@ -296,11 +310,20 @@ def state_product(state: HolderState, V: np.ndarray,
     high, low = zeros(shape, state.device), zeros(shape, state.device)
     locks = [threading.Lock() for _ in state.bounds]
     V = to_device(np.ascontiguousarray(V, dtype=np.float64), state.device)
+    local = threading.local()  # each thread's ProductScratch (host holders only)
+    tile_rows = max(b - a for a, b in state.bounds)
 
-    def add(block: int, part: np.ndarray) -> None:
+    def scratch() -> ProductScratch | None:
+        if state.device != "cpu":
+            return None
+        if not hasattr(local, "scratch"):
+            local.scratch = ProductScratch(tile_rows, V.shape[1], state.dtype)
+        return local.scratch
+
+    def add(block: int, part: np.ndarray, buffers: ProductScratch | None) -> None:
         rows = slice(state.bounds[block][0] - lo, state.bounds[block][1] - lo)
         with locks[block]:
-            two_sum_into(high[rows], low[rows], part)
+            two_sum_into(high[rows], low[rows], part, buffers.sums if buffers else None)
 
     def multiply(k: int) -> None:
         i, j = state.pairs[k]
@@ -309,11 +332,12 @@ def state_product(state: HolderState, V: np.ndarray,
         else:
             tile = StoredTile.evaluate(state.kernel, state.blocks[i], state.blocks[j],
                                        state.dtype, i == j, statistics=False)
+        buffers = scratch()
         parts = tile.products(V[slice(*state.bounds[i])],
-                              None if i == j else V[slice(*state.bounds[j])])
-        add(i, parts[0])
+                              None if i == j else V[slice(*state.bounds[j])], buffers)
+        add(i, parts[0], buffers)
         if i != j:
-            add(j, parts[1])
+            add(j, parts[1], buffers)
 
     with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))

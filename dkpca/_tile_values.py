@@ -26,7 +26,7 @@ import scipy.sparse
 from ._device import array_module
 from .kernels import Kernel
 
-__all__ = ["StoredTile", "evaluate_tile"]
+__all__ = ["ProductScratch", "StoredTile", "evaluate_tile"]
 
 #: Rows of a streamed tile whose mean serves as its shift.
 _SHIFT_SAMPLE_ROWS = 64
@@ -57,6 +57,42 @@ def evaluate_tile(
         Xi = (Xi - center).astype(np.float32)
         Xj = (Xj - center).astype(np.float32)
     return kernel.pairwise_offset(Xi, Xj)
+
+
+class ProductScratch:
+    """One thread's buffers for tile products, reused from tile to tile (host memory).
+
+    Dask's worker processes set ``MALLOC_TRIM_THRESHOLD_``, which makes every new temporary of a
+    tile's size a fresh mapping, page-faulted as it is written: with it set, a threaded pass on
+    2 cores ran 30 % slower (BENCHMARKS.md §8). Reused buffers cost that once per thread.
+
+    Parameters
+    ----------
+    rows : int
+        Most rows of a tile.
+    columns : int
+        Columns of the block ``V``.
+    dtype : numpy dtype
+        The tiles' storage dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkpca.kernels import RBF
+    >>> X = np.random.default_rng(0).normal(size=(6, 2))
+    >>> tile = StoredTile.evaluate(RBF(gamma=1.0), X, X, np.dtype(np.float32), True)
+    >>> V = np.ones((6, 3))
+    >>> (fresh,) = tile.products(V, None)
+    >>> (reused,) = tile.products(V, None, ProductScratch(6, 3, np.dtype(np.float32)))
+    >>> bool((fresh == reused).all())
+    True
+    """
+
+    def __init__(self, rows: int, columns: int, dtype: np.dtype):
+        self.cast = np.empty((rows, columns), dtype)
+        self.product = np.empty((rows, columns), dtype)
+        self.results = (np.empty((rows, columns)), np.empty((rows, columns)))
+        self.sums = tuple(np.empty((rows, columns)) for _ in range(3))
 
 
 @dataclass
@@ -129,18 +165,32 @@ class StoredTile:
         return cls(K.astype(dtype, copy=False), base + mean, row_sums + base * K.shape[1],
                    col_sums + base * K.shape[0], trace)
 
-    def products(self, Vi: np.ndarray, Vj: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def products(
+        self, Vi: np.ndarray, Vj: np.ndarray | None, scratch: ProductScratch | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(K_ij Vj, K_ijᵀ Vi)`` in float64; a diagonal tile (``Vj`` None) gives one.
 
         The GEMMs run in the storage dtype; the shift's rank-one term is added in float64.
+        With ``scratch`` the results are views of its buffers (the same numbers, no new
+        arrays), valid until its next use.
         """
         if Vj is None:
-            return (self._product(self.values, Vi),)
-        return self._product(self.values, Vj), self._product(self.values.T, Vi)
+            return (self._product(self.values, Vi, scratch, 0),)
+        return (self._product(self.values, Vj, scratch, 0),
+                self._product(self.values.T, Vi, scratch, 1))
 
-    def _product(self, values: np.ndarray, V: np.ndarray) -> np.ndarray:
-        V_cast = array_module(values).asarray(V, dtype=values.dtype, order="C")
-        out = (values @ V_cast).astype(np.float64, copy=False)
+    def _product(self, values: np.ndarray, V: np.ndarray, scratch: ProductScratch | None,
+                 slot: int) -> np.ndarray:
+        if scratch is None:
+            V_cast = array_module(values).asarray(V, dtype=values.dtype, order="C")
+            out = (values @ V_cast).astype(np.float64, copy=False)
+        else:
+            V_cast = scratch.cast[: len(V)]
+            np.copyto(V_cast, V, casting="same_kind")
+            product = scratch.product[: len(values)]
+            np.matmul(values, V_cast, out=product)
+            out = scratch.results[slot][: len(values)]
+            np.copyto(out, product)
         out += self.shift * V.sum(axis=0, dtype=np.float64)
         return out
 

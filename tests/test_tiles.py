@@ -430,6 +430,33 @@ def test_double_double_sums_do_not_depend_on_order():
     np.testing.assert_array_equal(totals[0], totals[2])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_reused_buffers_give_the_same_numbers(dtype):
+    """Products and double-double sums through a ProductScratch equal the fresh-array ones."""
+    from dkpca._tile_holders import two_sum_into
+    from dkpca._tile_values import ProductScratch
+
+    rng = np.random.default_rng(0)
+    Xi, Xj = rng.normal(size=(70, 4)), rng.normal(size=(50, 4)) + 0.3
+    tile = StoredTile.evaluate(RBF(gamma=0.2), Xi, Xj, np.dtype(dtype), False)
+    Vi, Vj = rng.normal(size=(70, 6)), rng.normal(size=(50, 6))
+    scratch = ProductScratch(80, 6, np.dtype(dtype))  # larger than any tile: views are cut
+    scratch.results[0].fill(np.nan)  # stale contents must not leak into a result
+    fresh = tile.products(Vi, Vj)
+    reused = tile.products(Vi, Vj, scratch)
+    for a, b in zip(fresh, reused, strict=True):
+        np.testing.assert_array_equal(a, b)
+    terms = rng.normal(size=(30, 70, 6)) * np.logspace(-8, 8, 30)[:, None, None]
+    sums = []
+    for buffers in (None, scratch.sums):
+        high, low = np.zeros((70, 6)), np.zeros((70, 6))
+        for term in terms:
+            two_sum_into(high, low, term, buffers)
+        sums.append((high, low))
+    np.testing.assert_array_equal(sums[0][0], sums[1][0])
+    np.testing.assert_array_equal(sums[0][1], sums[1][1])
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_ten_consecutive_fits_on_two_worker_processes(process_client):
