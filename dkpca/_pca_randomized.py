@@ -18,6 +18,10 @@ Every product is blocked over its chunks, one task per block, and a pass is one
     ``T_j = Σ_i X_c,ijᵀ U_i`` then ``X_c,ij T_j`` (a feature stripe of blocks is held while its
     ``T_j`` forms), and the components ``X_cᵀ U / sqrt(λ)`` take one more pass.
 
+A stripe larger than half a worker's memory per thread (wide data chunked by rows only: a
+feature stripe is the whole array) is not held: each product then takes two passes, ``X_c V``
+then ``X_cᵀ P`` (tall) or ``X_cᵀ U`` then ``X_c T`` (wide), one chunk at a time.
+
 Centring is explicit inside a dense block (``X_ij - μ_j`` in float64, a cache-sized slab of rows
 at a time, so a product reads the block from memory once) and implicit for a sparse one
 (``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``).
@@ -35,10 +39,11 @@ from dataclasses import dataclass
 import dask
 import dask.array as da
 import numpy as np
+import psutil
 import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning
 
-from .blocked import compute, tree_sum
+from .blocked import compute, scheduler_threads, tree_sum, worker_memory_per_thread
 from .io._views import row_view, view_blocks
 from .linalg import block_krylov_eigh, flip_signs, single_threaded_blas
 from .moments import available_cores
@@ -52,6 +57,10 @@ _ROW_BLOCK_BYTES = 32 * 2**20
 
 #: Stored entries of a sparse block summed at a time (bounds the temporaries).
 _ENTRIES_PIECE = 2**20
+
+#: Share of a worker's memory per thread that one held stripe of blocks may take; a larger
+#: stripe makes each product two passes instead of one.
+_STRIPE_SHARE = 0.5
 
 #: Bytes of one float64 slab of a dense block (a few fit the processor's cache at once).
 _SLAB_BYTES = 2**20
@@ -110,25 +119,51 @@ def _combine_moments(
     return n, mean, m2
 
 
-def block_statistics(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Column means and column sums of squared deviations of a grid of blocks: one pass.
+def block_statistics(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column means, column sums of squared deviations and each block's bytes: one pass.
 
     Examples
     --------
     >>> import numpy as np, dask.array as da
     >>> X = np.random.default_rng(0).normal(size=(30, 4)) + 1e6
-    >>> mean, m2 = block_statistics(da.from_array(X, chunks=(7, 3)).to_delayed())
+    >>> mean, m2, sizes = block_statistics(da.from_array(X, chunks=(7, 3)).to_delayed())
     >>> bool(np.allclose(mean, X.mean(0)) and np.allclose(m2, X.var(0) * 30))
     True
+    >>> sizes.shape, int(sizes[0, 0])
+    ((5, 2), 168)
     """
     columns = []
     for j in range(blocks.shape[1]):
         parts = [dask.delayed(_block_moments)(b) for b in blocks[:, j]]
         columns.append(_tree(parts, _combine_moments))
-    combined = compute(*columns)
+    sizes = [dask.delayed(_block_bytes)(b) for b in blocks.ravel()]
+    *combined, block_bytes = compute(*columns, sizes)
     mean = np.concatenate([c[1] for c in combined])
     m2 = np.concatenate([c[2] for c in combined])
-    return mean, m2
+    return mean, m2, np.asarray(block_bytes).reshape(blocks.shape)
+
+
+def _block_bytes(block: object) -> int:
+    """Bytes of a block as held: its entries, or the arrays a sparse block stores.
+
+    Not dask's ``sizeof``: on a worker short of memory it returned 128 bytes for blocks that
+    had been spilled and read back.
+    """
+    if scipy.sparse.issparse(block):
+        return sum(a.nbytes for a in vars(block).values() if isinstance(a, np.ndarray))
+    return int(np.asarray(block).nbytes)
+
+
+def _stripe_budget() -> int:
+    """Bytes of one stripe of blocks that a worker may hold while its partial product forms.
+
+    Half the memory per thread of the cluster's workers (their limit), or of this machine's
+    available memory shared by the scheduler's threads.
+    """
+    per_thread = worker_memory_per_thread()
+    if per_thread is None:
+        per_thread = psutil.virtual_memory().available // scheduler_threads()
+    return int(_STRIPE_SHARE * per_thread)
 
 
 def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
@@ -221,6 +256,16 @@ class _CentredOperator:
         A distributed scheduler then sends a piece to a worker once, not once per task.
         """
         return [dask.delayed(V[a:b], traverse=False) for a, b in itertools.pairwise(bounds)]
+
+    def times(self, V: np.ndarray) -> np.ndarray:
+        """``X_c V`` (``n × b``): one pass."""
+        stripes, pieces = [], self._pieces(V, self.cols)
+        for i in range(self.blocks.shape[0]):
+            parts = [dask.delayed(_times)(self.blocks[i, j], pieces[j], self._means(j))
+                     for j in range(self.blocks.shape[1])]
+            stripes.append(tree_sum(parts))
+        self.passes += 1
+        return np.vstack(compute(*stripes))
 
     def rtimes(self, U: np.ndarray) -> np.ndarray:
         """``X_cᵀ U`` (``d × b``): one pass."""
@@ -382,8 +427,9 @@ def fit_randomized_pca(
     Notes
     -----
     Memory on the client: two ``m × max_basis`` arrays (``m = min(n, d)``) and one
-    ``max(n, d) × b`` block; in a task, one dense block in float64 (tall data: one row stripe
-    of blocks). Work: ``O(nnz(X) · b)`` per pass, ``O(m · max_basis · b)`` on the client.
+    ``max(n, d) × b`` block; on a worker, one stripe of blocks while its partial product
+    forms (a row stripe for tall data, a feature stripe for wide), and per task a float64 slab
+    of about 1 MiB. Work: ``O(nnz(X) · b)`` per pass, ``O(m · max_basis · b)`` on the client.
 
     Examples
     --------
@@ -397,7 +443,7 @@ def fit_randomized_pca(
     n, d = X.shape
     chunked = _as_chunked(X)
     blocks = chunked.to_delayed()
-    mean, m2 = block_statistics(blocks)
+    mean, m2, block_bytes = block_statistics(blocks)
     if not (np.isfinite(mean).all() and np.isfinite(m2).all()):
         raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
     total = float(m2.sum()) / (n - 1)
@@ -415,7 +461,20 @@ def fit_randomized_pca(
     else:
         basis_cap = min(side, 12 * width)
     start = np.random.default_rng(seed).standard_normal((side, width))
-    matmul = operator.scatter_times if d <= n else operator.gram_times
+    # One pass a product holds a row (tall) or feature (wide) stripe of blocks on a worker;
+    # stripes larger than its budget take two passes a product and hold one block at a time.
+    stripe_bytes = int(block_bytes.sum(axis=1 if d <= n else 0).max())
+    if isinstance(X, da.Array) and stripe_bytes > _stripe_budget():
+        logger.info("randomized PCA: stripes of %d bytes exceed the budget, two passes a "
+                    "product", stripe_bytes)
+        if d <= n:
+            def matmul(V: np.ndarray) -> np.ndarray:
+                return operator.rtimes(operator.times(V))
+        else:
+            def matmul(U: np.ndarray) -> np.ndarray:
+                return operator.times(operator.rtimes(U))
+    else:
+        matmul = operator.scatter_times if d <= n else operator.gram_times
     result = block_krylov_eigh(matmul, start, k, tol=tol, max_iter=max_iter,
                                max_basis=basis_cap if basis_cap < side else None)
     eigenvalues = np.maximum(result.eigenvalues, 0.0)

@@ -54,6 +54,7 @@ __all__ = [
     "tree_sum",
     "upper_pairs",
     "worker_block_bytes",
+    "worker_memory_per_thread",
 ]
 
 logger = logging.getLogger(__name__)
@@ -309,21 +310,35 @@ def worker_block_bytes(block_bytes: int) -> int:
     >>> worker_block_bytes(2**27)  # no cluster: unchanged
     134217728
     """
+    budget = worker_memory_per_thread()
+    if budget is None:
+        return block_bytes
+    return int(min(block_bytes, max(MIN_BLOCK_BYTES, TILE_SHARE * budget)))
+
+
+def worker_memory_per_thread() -> int | None:
+    """Smallest memory limit per thread among the active cluster's workers, if they have one.
+
+    ``None`` without a running ``distributed`` client or without memory limits.
+
+    Examples
+    --------
+    >>> worker_memory_per_thread() is None  # no cluster
+    True
+    """
     distributed = sys.modules.get("distributed")  # no client can exist if it was never imported
     if distributed is None:
-        return block_bytes
+        return None
     try:
         client = distributed.default_client()
     except ValueError:
-        return block_bytes
+        return None
     if client.status != "running":  # a client that failed to connect or was closed
-        return block_bytes
+        return None
     workers = client.scheduler_info(n_workers=-1)["workers"]
     budgets = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers.values()
                if w.get("memory_limit")]
-    if not budgets:
-        return block_bytes
-    return int(min(block_bytes, max(MIN_BLOCK_BYTES, TILE_SHARE * min(budgets))))
+    return int(min(budgets)) if budgets else None
 
 
 def scheduler_threads() -> int:

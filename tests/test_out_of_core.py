@@ -152,3 +152,34 @@ def test_partial_fit_of_zarr_batches_larger_than_worker_memory(tmp_path):
     np.testing.assert_allclose(pca.explained_variance_, whole.explained_variance_, rtol=1e-10)
     whole = dkpca.KernelPCA(3, solver="nystrom", landmarks=landmarks).fit(everything)
     np.testing.assert_allclose(kpca.eigenvalues_, whole.eigenvalues_, rtol=1e-10)
+
+
+def test_randomized_pca_of_wide_zarr_3x_the_worker_memory(tmp_path):
+    """Issue 32: wide data chunked by rows only, where a feature stripe is the whole array.
+
+    Such a stripe cannot be held, so each product takes two passes holding one chunk at a
+    time; the worker must neither be killed nor restarted, and the variances must be right.
+    """
+    memory_limit = _worker_baseline() + WORK_MEMORY
+    n_rows, n_features = 4_000, 64_000  # chunks of 50 rows: 25.6 MB, as in the tests above
+    rng = da.random.default_rng(5)
+    signal = rng.standard_normal((n_rows, 8), chunks=(50, -1)) * np.linspace(40, 5, 8)
+    X = signal @ rng.standard_normal((8, n_features), chunks=(-1, -1)) / np.sqrt(n_features)
+    X = (X + rng.standard_normal((n_rows, n_features), chunks=(50, -1)) + 3.0).rechunk(
+        (50, -1))
+    data = tmp_path / "wide.zarr"
+    X.to_zarr(str(data), mode="w")
+    assert zarr.open_array(data, mode="r").nbytes > 3 * memory_limit
+
+    with connect(n_workers=1, threads_per_worker=1, memory_limit=memory_limit) as client:
+        pids = client.run(lambda: __import__("os").getpid())
+        pca = dkpca.PCA(3, solver="randomized", tol=1e-8, random_state=0).fit(
+            da.from_zarr(str(data)))
+        assert client.run(lambda: __import__("os").getpid()) == pids  # none killed/restarted
+
+    # The reference: the n × n Gram matrix of the centred data, on this process.
+    stored = da.from_zarr(str(data))
+    centred = stored - stored.mean(axis=0)
+    gram = (centred @ centred.T).compute(scheduler="threads")
+    exact = np.linalg.eigvalsh(gram)[::-1][:3] / (n_rows - 1)
+    np.testing.assert_allclose(pca.explained_variance_, exact, rtol=1e-7)

@@ -355,7 +355,10 @@ def test_randomized_one_compute_per_pass():
     (500, 120, (100, 40)),  # tall: X_cᵀ (X_c V), a row stripe held
     (90, 700, (30, 200)),   # wide: X_c (X_cᵀ U), a feature stripe held
 ])
-def test_randomized_reads_each_block_once_per_pass(n, d, chunks):
+def test_randomized_reads_each_block_once_per_pass(monkeypatch, n, d, chunks):
+    """One pass a product where a stripe fits a worker's budget, else two; one read a pass."""
+    import dkpca._pca_randomized
+
     X = _spectrum_data(n, d)
     reads = []
 
@@ -365,14 +368,22 @@ def test_randomized_reads_each_block_once_per_pass(n, d, chunks):
         return block
 
     data = da.from_array(X, chunks=chunks).map_blocks(counted, dtype=X.dtype)
-    with dask.config.set(scheduler="threads"):
-        pca = PCA(5, solver="randomized", tol=1e-10, random_state=0).fit(data)
     n_blocks = data.numblocks[0] * data.numblocks[1]
-    # statistics, one pass per product, and (wide) one for the components; each reads once
-    assert len(reads) == pca.n_iter_ * n_blocks
+    fits = {}
+    for stripes_fit in (True, False):
+        if not stripes_fit:
+            monkeypatch.setattr(dkpca._pca_randomized, "_stripe_budget", lambda: 0)
+        reads.clear()
+        with dask.config.set(scheduler="threads"):
+            fits[stripes_fit] = PCA(5, solver="randomized", tol=1e-10, random_state=0).fit(data)
+        assert len(reads) == fits[stripes_fit].n_iter_ * n_blocks  # each pass reads once
+    # the statistics pass, the products, and (wide) one pass for the components
+    fixed = 2 if d > n else 1
+    assert fits[False].n_iter_ - fixed == 2 * (fits[True].n_iter_ - fixed)
     Xc = X - X.mean(axis=0)
     exact = np.linalg.svd(Xc, compute_uv=False)[:5] ** 2 / (n - 1)
-    np.testing.assert_allclose(pca.explained_variance_, exact, rtol=1e-9)
+    for pca in fits.values():
+        np.testing.assert_allclose(pca.explained_variance_, exact, rtol=1e-9)
 
 
 @pytest.mark.parametrize("chunks", [None, (300, 70), (80, 600)])
