@@ -48,6 +48,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from ._device import (
+    array_module,
     configured_device,
     device_free_bytes,
     import_cupy,
@@ -270,7 +271,7 @@ def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
     them, a pass returns the same float64 numbers, and a fit on a cluster gives the threaded
     fit's result (a Krylov iteration turns a last-bit difference into a 1e-8 one).
     ``scratch``, three float64 arrays with at least ``term``'s rows, holds the intermediate
-    values instead of new arrays (the same operations, so the same numbers).
+    values (new arrays by default).
 
     Examples
     --------
@@ -282,11 +283,7 @@ def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
     array([2.e-17])
     """
     if scratch is None:
-        total = high + term
-        virtual = total - high
-        low += (high - (total - virtual)) + (term - virtual)
-        high[...] = total
-        return
+        scratch = [array_module(high).empty(high.shape, dtype=high.dtype) for _ in range(3)]
     total, virtual, error = (buffer[: len(term)] for buffer in scratch)
     np.add(high, term, out=total)
     np.subtract(total, high, out=virtual)
