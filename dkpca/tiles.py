@@ -18,7 +18,9 @@ first, and products are accumulated in float64 (:mod:`dkpca._tile_values`).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import ipaddress
 import logging
 import math
 from typing import Any
@@ -250,12 +252,16 @@ class KernelTiles:
 
     def _product_tasks(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         client = self._client
-        # One copy of V to each holder, sent directly (a broadcast scatter would do the same,
-        # but logs an event that distributed cannot serialise).
+        addresses = [h.address for h in self.holders]
+        direct = _direct_to_holders(client, addresses)
+        # One copy of V to each holder, all sent at once (a broadcast scatter would do the
+        # same, but logs an event that distributed cannot serialise).
+        copies = client.sync(_scatter_to_each, client, V, addresses, direct)
         return client.gather([
-            client.submit(state_product, state, client.scatter(V, workers=[h.address], hash=False),
-                          h.nthreads, workers=[h.address], allow_other_workers=True, pure=False)
-            for h, state in zip(self.holders, self.states, strict=True)])
+            client.submit(state_product, state, copy, h.nthreads, workers=[h.address],
+                          allow_other_workers=True, pure=False)
+            for h, state, copy in zip(self.holders, self.states, copies, strict=True)],
+            direct=direct)
 
     def _recover(self) -> None:
         """Rebuild every holder whose state (or the data it needs) was lost, on live workers."""
@@ -273,6 +279,48 @@ class KernelTiles:
             address, info = min(workers, key=lambda w: used.count(w[0]))
             self.holders[k] = Holder(address, max(1, int(info["nthreads"])), holder.device)
             self.states[k] = self._build(self.holders[k], self._pairs[k])
+
+
+def _direct_to_holders(client: Any, addresses: list[str]) -> bool:
+    """Return whether ``V`` and the partials go between the client and the workers directly.
+
+    The client's own ``direct_to_workers`` decides when set. By default they do when every
+    holder is on this machine (a ``LocalCluster``: the scheduler would relay every byte of a
+    pass, twice); on a remote cluster the client may not reach the workers (a gateway, a
+    laptop outside Kubernetes), so the scheduler relays them. Set
+    ``Client(direct_to_workers=True)`` where the workers are in reach.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> client = SimpleNamespace(direct_to_workers=None)
+    >>> _direct_to_holders(client, ["tcp://127.0.0.1:4000"]), _direct_to_holders(
+    ...     client, ["tcp://10.0.3.7:4000"])
+    (True, False)
+    """
+    if client.direct_to_workers is not None:
+        return bool(client.direct_to_workers)
+    return all(_on_this_machine(address) for address in addresses)
+
+
+def _on_this_machine(address: str) -> bool:
+    from distributed.comm import get_address_host, parse_address
+
+    if parse_address(address)[0] == "inproc":  # workers in this very process
+        return True
+    host = get_address_host(address)
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, not an address
+        return host == "localhost"
+
+
+async def _scatter_to_each(client: Any, V: np.ndarray, addresses: list[str],
+                           direct: bool) -> list:
+    """Scatter one copy of ``V`` to each worker of ``addresses``, all at the same time."""
+    return list(await asyncio.gather(*(
+        client.scatter(V, workers=[address], hash=False, direct=direct, asynchronous=True)
+        for address in addresses)))
 
 
 def _sum_partials(n: int, partials: list[tuple[int, np.ndarray, np.ndarray]]) -> np.ndarray:

@@ -381,6 +381,32 @@ def test_a_pass_runs_one_task_per_worker_whatever_the_tiles(process_client):
 
 
 @pytest.mark.distributed
+def test_products_bypass_the_scheduler_on_a_local_cluster(process_client, monkeypatch):
+    # V out and the partials back go between the client and the workers; the scheduler would
+    # relay every byte twice. A client told not to reach the workers still gets them through it.
+    scheduler = process_client.cluster.scheduler
+    relayed = []
+    for op in ("scatter", "gather"):
+        handler = scheduler.handlers[op]
+
+        def counting(*args, _op=op, _handler=handler, **kwargs):
+            relayed.append(_op)
+            return _handler(*args, **kwargs)
+
+        monkeypatch.setitem(scheduler.handlers, op, counting)
+    X = np.random.default_rng(0).normal(size=(2_000, 8))
+    V = np.random.default_rng(1).normal(size=(2_000, 4))
+    tiles = cache_kernel_tiles(RBF(gamma=0.1), X, block_bytes=300 * 300 * 8, dtype="float64")
+    relayed.clear()
+    direct = tiles.matmul(V)
+    assert relayed == []
+    monkeypatch.setattr(process_client, "direct_to_workers", False)
+    relayed_product = tiles.matmul(V)
+    assert sorted(set(relayed)) == ["gather", "scatter"]
+    np.testing.assert_array_equal(direct, relayed_product)
+
+
+@pytest.mark.distributed
 def test_in_memory_data_is_sent_once_never_inside_a_graph(process_client, caplog):
     import dask
 
