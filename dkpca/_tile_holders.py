@@ -52,6 +52,7 @@ from ._device import (
     configured_device,
     device_free_bytes,
     import_cupy,
+    is_device_array,
     to_device,
     to_host,
     zeros,
@@ -300,13 +301,18 @@ def state_product(state: HolderState, V: np.ndarray,
     """Multiply every held tile by ``V``: ``(lo, high, low)``.
 
     Rows ``lo:n`` of the product, as a double-double sum ``high + low`` (see
-    :func:`two_sum_into`), on the host whatever the holder's device.
+    :func:`two_sum_into`), on the holder's device when ``V`` is on a GPU (a holder in this
+    process, whose Krylov basis stays there), else on the host.
     """
     n, lo = state.bounds[-1][1], state.lo
     shape = (n - lo, V.shape[1])
     high, low = zeros(shape, state.device), zeros(shape, state.device)
     locks = [threading.Lock() for _ in state.bounds]
-    V = to_device(np.ascontiguousarray(V, dtype=np.float64), state.device)
+    keep_on_device = is_device_array(V) and state.device != "cpu"
+    if keep_on_device:
+        V = array_module(V).ascontiguousarray(V, dtype=np.float64)
+    else:
+        V = to_device(np.ascontiguousarray(to_host(V), dtype=np.float64), state.device)
     local = threading.local()  # each thread's ProductScratch (host holders only)
     tile_rows = max(b - a for a, b in state.bounds)
 
@@ -338,4 +344,6 @@ def state_product(state: HolderState, V: np.ndarray,
 
     with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))
+    if keep_on_device:
+        return lo, high, low
     return lo, to_host(high), to_host(low)

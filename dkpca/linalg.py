@@ -19,6 +19,8 @@ import numpy as np
 import scipy.linalg
 from threadpoolctl import ThreadpoolController
 
+from ._device import array_module, is_device_array
+
 __all__ = [
     "KrylovResult",
     "blas_controller",
@@ -44,8 +46,9 @@ def flip_signs(vectors: np.ndarray) -> np.ndarray:
     array([-1.,  3.])
     """
     if vectors.size:
-        rows = np.argmax(np.abs(vectors), axis=0)
-        signs = np.sign(vectors[rows, np.arange(vectors.shape[1])])
+        xp = array_module(vectors)
+        rows = xp.argmax(xp.abs(vectors), axis=0)
+        signs = xp.sign(vectors[rows, xp.arange(vectors.shape[1])])
         signs[signs == 0] = 1.0
         vectors *= signs
     return vectors
@@ -143,7 +146,7 @@ def crossproduct(A: np.ndarray) -> np.ndarray:
     array([[10., 14.],
            [14., 20.]])
     """
-    if A.dtype in (np.float32, np.float64) and blas_single_threaded():
+    if is_device_array(A) or (A.dtype in (np.float32, np.float64) and blas_single_threaded()):
         return A.T @ A
     return A.T @ A.copy()
 
@@ -248,18 +251,19 @@ def _orthonormal_complement(
     A. Stathopoulos and K. Wu, "A block orthogonalization procedure with constant
     synchronization requirements", SIAM J. Sci. Comput. 23(6), 2002.
     """
+    xp = array_module(W)
     if basis.shape[1]:
         W = W - basis @ (basis.T @ W if coefficients is None else coefficients)
-    norms = np.linalg.norm(W, axis=0)
+    norms = xp.linalg.norm(W, axis=0)
     kept = norms > threshold
     W = W[:, kept] / norms[kept]
     for sweep in range(2):
         if W.shape[1] == 0:
             break
         with small_eigh_threads(W.shape[1]):
-            lam, V = np.linalg.eigh(crossproduct(W))
+            lam, V = xp.linalg.eigh(crossproduct(W))
         good = lam > _DEPENDENT * lam[-1]
-        W = W @ (V[:, good] / np.sqrt(lam[good]))
+        W = W @ (V[:, good] / xp.sqrt(lam[good]))
         if sweep == 0 and basis.shape[1]:
             W = W - basis @ (basis.T @ W)
     return W
@@ -269,18 +273,20 @@ def _top_eigh(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the ``k`` largest eigenpairs of a small symmetric matrix, in descending order.
 
     On one BLAS thread up to :data:`SMALL_EIGH_ONE_THREAD` (:func:`small_eigh_threads`; a
-    Krylov fit on two loaded cores spent a quarter of its time here on all threads).
+    Krylov fit on two loaded cores spent a quarter of its time here on all threads). On a GPU
+    ``B`` stays there and is decomposed whole.
     """
     m = B.shape[0]
+    xp = array_module(B)
     with small_eigh_threads(m):
-        if m <= _SMALL_EIGH:
-            theta, S = np.linalg.eigh(B)
+        if m <= _SMALL_EIGH or xp is not np:
+            theta, S = xp.linalg.eigh(B)
         else:  # a few eigenpairs of a larger matrix: MRRR on an index range is 3x faster
             theta, S = scipy.linalg.eigh(
                 B, subset_by_index=(m - k, m - 1), driver="evr", check_finite=False
             )
     # Contiguous copies: numpy multiplies a negatively strided operand without BLAS.
-    return theta[::-1][:k].copy(), np.ascontiguousarray(S[:, ::-1][:, :k])
+    return theta[::-1][:k].copy(), xp.ascontiguousarray(S[:, ::-1][:, :k])
 
 
 def block_krylov_eigh(
@@ -308,9 +314,11 @@ def block_krylov_eigh(
     Parameters
     ----------
     matmul : callable
-        ``V -> A @ V`` for an ``(n, b)`` array ``V``.
+        ``V -> A @ V`` for an ``(n, b)`` array ``V``, returned on ``V``'s device.
     start : (n, b) array
-        Starting block (random, for a randomized method).
+        Starting block (random, for a randomized method). A CuPy block keeps the iteration
+        on its GPU: the basis, its image, the orthogonalisation and the Rayleigh–Ritz step;
+        only scalars (the scale and residual of each pass) come to the host.
     k : int
         Number of eigenpairs wanted.
     tol : float, default=1e-6
@@ -324,6 +332,7 @@ def block_krylov_eigh(
     Returns
     -------
     KrylovResult
+        Its eigenpairs on ``start``'s device.
 
     Notes
     -----
@@ -357,19 +366,20 @@ def block_krylov_eigh(
                              f"({width})")
         capacity = min(capacity, max_basis)
     restartable = capacity < min(n, max_iter * width)
+    xp = array_module(start)
     # The basis and its image, filled block by block (pages are committed as columns fill).
-    basis = np.empty((n, capacity), order="F")
-    images = np.empty_like(basis)
-    first = _orthonormal_complement(start, basis[:, :0], 1e-12 * np.linalg.norm(start, 2))
+    basis = xp.empty((n, capacity), order="F")
+    images = xp.empty((n, capacity), order="F")
+    first = _orthonormal_complement(start, basis[:, :0], 1e-12 * float(xp.linalg.norm(start)))
     low, m = 0, first.shape[1]
     basis[:, :m] = first
-    B = np.zeros((0, 0))
+    B = xp.zeros((0, 0))
     converged, residual = False, np.inf
     for n_pass in range(1, max_iter + 1):
         images[:, low:m] = matmul(basis[:, low:m])
         # B = Qᵀ A Q grows by one block column (and, A being symmetric, its transpose).
         column = basis[:, :m].T @ images[:, low:m]
-        grown = np.empty((m, m))
+        grown = xp.empty((m, m))
         grown[:low, :low] = B
         grown[:, low:] = column
         grown[low:, :low] = column[:low].T
@@ -377,9 +387,9 @@ def block_krylov_eigh(
         # a thick restart keeps `width` Ritz pairs; without one only the k wanted are needed
         theta_all, S_all = _top_eigh(B, min(m, max(k, width) if restartable else k))
         theta, S = theta_all[:k], S_all[:, :k]
-        scale = max(abs(theta[0]), np.finfo(float).tiny)
+        scale = max(abs(float(theta[0])), np.finfo(float).tiny)
         vectors, image = basis[:, :m] @ S, images[:, :m] @ S
-        residual = float(np.linalg.norm(image - vectors * theta, axis=0).max() / scale)
+        residual = float(xp.linalg.norm(image - vectors * theta, axis=0).max() / scale)
         logger.info(
             "Krylov pass %d of at most %d: residual %.3g (tol %.3g)",
             n_pass,
@@ -396,7 +406,7 @@ def block_krylov_eigh(
             kept = S_all.shape[1]
             ritz, ritz_images = basis[:, :m] @ S_all, images[:, :m] @ S_all
             basis[:, :kept], images[:, :kept] = ritz, ritz_images
-            low, m, B, column = 0, kept, np.diag(theta_all), np.diag(theta_all)
+            low, m, B, column = 0, kept, xp.diag(theta_all), xp.diag(theta_all)
             logger.info("Krylov restart on %d Ritz vectors", kept)
         new = _orthonormal_complement(images[:, low:m], basis[:, :m], 1e-12 * scale, column)
         if new.shape[1] == 0 or m + new.shape[1] > capacity:

@@ -40,6 +40,7 @@ from ._tile_holders import (
     state_summary,
     two_sum_into,
 )
+from ._device import array_module, to_host
 from ._tile_values import StoredTile, evaluate_tile
 from .blocked import compute, scheduler_threads, tile_blocks, tile_rows, upper_pairs
 from .kernels import Kernel
@@ -232,13 +233,19 @@ class KernelTiles:
         >>> tiles.matmul(np.ones((3, 1))).ravel()
         array([ 9., 39., 69.])
         """
-        V = np.ascontiguousarray(V, dtype=np.float64)
-        if self._client is None:
+        if self._client is None:  # in this process: the product is where V is
+            V = array_module(V).ascontiguousarray(V, dtype=np.float64)
             partials = [state_product(state, V, h.nthreads)
                         for h, state in zip(self.holders, self.states, strict=True)]
         else:
-            partials = self._distributed_product(V)
+            partials = self._distributed_product(np.ascontiguousarray(to_host(V),
+                                                                      dtype=np.float64))
         return _sum_partials(self.n, partials)
+
+    @property
+    def local(self) -> bool:
+        """Whether the holders are this process (no ``distributed`` client)."""
+        return self._client is None
 
     def _distributed_product(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         for _ in range(MAX_RECOVERIES):
@@ -331,7 +338,8 @@ def _sum_partials(n: int, partials: list[tuple[int, np.ndarray, np.ndarray]]) ->
     with :func:`two_sum_into`, so the result does not depend on their order.
     """
     (lo, part_high, part_low), *others = partials
-    high, low = np.zeros((n, *part_high.shape[1:])), np.zeros((n, *part_high.shape[1:]))
+    xp = array_module(part_high)
+    high, low = xp.zeros((n, *part_high.shape[1:])), xp.zeros((n, *part_high.shape[1:]))
     high[lo:], low[lo:] = part_high, part_low
     for lo, part_high, part_low in others:
         two_sum_into(high[lo:], low[lo:], part_high)

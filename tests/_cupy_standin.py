@@ -152,6 +152,25 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> ndarray:
     return ndarray(np.full(shape, fill_value, dtype=dtype))
 
 
+def _device_function(function: Any) -> Any:
+    """``function`` on device arrays, as CuPy has it: numpy operands refused, results wrapped."""
+    def on_device(*args: Any, **kwargs: Any) -> Any:
+        return _wrap(function(*_unwrap(args), **_unwrap(kwargs)))
+    on_device.__name__ = function.__name__
+    return on_device
+
+
+abs = _device_function(np.abs)  # noqa: A001 (CuPy's name)
+sign = _device_function(np.sign)
+sqrt = _device_function(np.sqrt)
+argmax = _device_function(np.argmax)
+diag = _device_function(np.diag)
+hstack = _device_function(np.hstack)
+arange = _device_function(np.arange)
+linalg = types.SimpleNamespace(eigh=_device_function(np.linalg.eigh),
+                               norm=_device_function(np.linalg.norm))
+
+
 class _Pool:
     def free_bytes(self) -> int:
         return 0

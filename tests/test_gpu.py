@@ -120,3 +120,24 @@ def test_a_model_fitted_on_the_gpu_saves_and_loads_as_any_other(cupy, blobs, tmp
     loaded = load(tmp_path / "model.zarr")
     np.testing.assert_array_equal(loaded.eigenvalues_, model.eigenvalues_)
     np.testing.assert_allclose(loaded.transform(blobs[:20]), model.transform(blobs[:20]))
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_the_krylov_basis_stays_on_the_gpu(cupy, blobs, monkeypatch, cached):
+    # Per pass only scalars come back to the host (the residual, the scale); the n-row arrays
+    # that do are the kernel's row means and the final eigenvectors, whatever the passes.
+    copies = []
+    if cupy is _cupy_standin:
+        get = _cupy_standin.ndarray.get
+        monkeypatch.setattr(_cupy_standin.ndarray, "get",
+                            lambda self: copies.append(self.shape) or get(self))
+    else:
+        get = cupy.ndarray.get
+        monkeypatch.setattr(cupy.ndarray, "get",
+                            lambda self, *a, **k: copies.append(self.shape) or get(self, *a, **k))
+    memory = {} if cached else {"max_memory": 1}
+    model = _fit(blobs, "cuda", cache_dtype="float64", **memory)
+    tall = [shape for shape in copies if shape[0] == len(blobs)]
+    assert model.n_iter_ >= 4
+    assert len(tall) <= 3, tall
+    _assert_same_fit(model, _fit(blobs, "cpu", cache_dtype="float64", **memory), 1e-10)

@@ -126,3 +126,27 @@ def test_thick_restarts_bound_the_basis_and_converge():
 def test_max_basis_must_hold_two_blocks():
     with pytest.raises(ValueError, match="at least twice the block width"):
         block_krylov_eigh(lambda V: V, np.ones((50, 4)), 2, max_basis=6)
+
+
+@pytest.mark.parametrize("max_basis", [None, 24], ids=["growing", "restarted"])
+def test_block_krylov_runs_where_its_start_block_is(monkeypatch, max_basis):
+    # On the CuPy stand-in (numpy behind CuPy's strictness) every step stays on the "device":
+    # a numpy-only call would raise. The eigenpairs equal the host iteration's.
+    import sys
+
+    import _cupy_standin
+
+    monkeypatch.setitem(sys.modules, "cupy", _cupy_standin)
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(rng.normal(size=(300, 300)))
+    A = (Q * 0.9 ** np.arange(300)) @ Q.T
+    start = rng.normal(size=(300, 8))
+    options = {"tol": 1e-10, "max_iter": 40, "max_basis": max_basis}
+    want = block_krylov_eigh(lambda V: A @ V, start, 4, **options)
+    A_device = _cupy_standin.asarray(A)
+    got = block_krylov_eigh(lambda V: A_device @ V, _cupy_standin.asarray(start), 4, **options)
+    assert isinstance(got.eigenvectors, _cupy_standin.ndarray)
+    assert got.converged and want.converged
+    np.testing.assert_allclose(got.eigenvalues.get(), want.eigenvalues, rtol=1e-10)
+    np.testing.assert_allclose(np.abs(got.eigenvectors.get().T @ want.eigenvectors),
+                               np.eye(4), atol=1e-8)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -9,7 +10,7 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from dkpca._device import configured_device
+from dkpca._device import array_module, configured_device, to_device, to_host
 from dkpca._tile_holders import device_memory
 from dkpca.blocked import center_columns, compute, kernel_diagonal
 from dkpca.kernels import Kernel
@@ -111,20 +112,22 @@ class _CenteredKernelOperator:
                         dtype)
 
     def __call__(self, Q: np.ndarray) -> np.ndarray:
+        """Return ``H K H Q``, on ``Q``'s device (a GPU's basis never leaves it)."""
         self.n_passes += 1
         start = time.perf_counter()
+        xp = array_module(Q)
         # Q is orthogonal to the ones vector up to rounding, but K's eigenvalue along it is
         # large (about n · mean(K)), so the residue must go: H K H Q exactly, for any Q.
         Q = Q - Q.mean(axis=0)
         if self.row_means is None:
             n = Q.shape[0]
-            W = self.tiles.matmul(np.hstack([Q, np.full((n, 1), 1.0 / n)]))
-            self.row_means = W[:, -1].copy()
+            W = self.tiles.matmul(xp.hstack([Q, xp.full((n, 1), 1.0 / n)]))
+            self.row_means = to_host(W[:, -1]).copy()
             check_finite_kernel(self.row_means, self.X, "KernelPCA")
             W = W[:, :-1]
         else:
             W = self.tiles.matmul(Q)
-        W = np.ascontiguousarray(W, dtype=np.float64)
+        W = xp.ascontiguousarray(W, dtype=np.float64)
         center_columns(W)
         self.pass_seconds.append(time.perf_counter() - start)
         logger.info("kernel pass %d: %.3f s", self.n_passes, self.pass_seconds[-1])
@@ -133,6 +136,12 @@ class _CenteredKernelOperator:
     def total_variance(self) -> float:
         """Trace of the centred kernel: ``sum(diag K) - n · mean(K)``."""
         return self.diagonal_sum - self.X.shape[0] * float(self.row_means.mean())
+
+
+def _on_host(result: KrylovResult) -> KrylovResult:
+    """``result`` with its eigenpairs copied to the host (unchanged if they are there)."""
+    return dataclasses.replace(result, eigenvalues=to_host(result.eigenvalues),
+                               eigenvectors=to_host(result.eigenvectors))
 
 
 def fit_randomized(
@@ -217,12 +226,15 @@ def fit_randomized(
         kernel, X, block_bytes=tile_bytes, max_memory=cache_bytes, dtype=dtype, source=in_memory
     )
     rng = np.random.default_rng(seed)
+    # Holders in this process on a GPU: the Krylov basis lives on the GPU beside the tiles.
+    device = configured_device() if operator.tiles.local else "cpu"
     k = rule.count if rule.count is not None else min(n, _INITIAL_COMPONENTS)
     while True:
         k = min(k, n)
         start = rng.standard_normal((n, block_width(k, n, n_oversamples)))
         start -= start.mean(axis=0)  # orthogonal to the ones vector, see center_columns
-        result = block_krylov_eigh(operator, start, k, tol=tol, max_iter=max_iter)
+        result = _on_host(block_krylov_eigh(operator, to_device(start, device), k, tol=tol,
+                                            max_iter=max_iter))
         total = operator.total_variance()
         if k >= n or rule.satisfied_by(result.eigenvalues, total):
             break
