@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse
 
 from . import _progress
+from ._device import array_module, configured_device, to_device, to_host
 from .io._views import view_blocks
 from .kernels import Kernel
 from .linalg import single_threaded_blas
@@ -156,9 +157,13 @@ def kernel_matrix(
 def _strip_product(
     kernel: Kernel, Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray, block_bytes: int
 ) -> np.ndarray:
-    """``K(Xi, Yj) @ Vj``, in row strips so that the kernel strip stays under ``block_bytes``."""
+    """``K(Xi, Yj) @ Vj``, in row strips so that the kernel strip stays under ``block_bytes``.
+
+    On the blocks' device: numpy on the host, CuPy on a GPU.
+    """
     strip = max(1, min(block_bytes, STRIP_BYTES) // max(1, Yj.shape[0] * Xi.dtype.itemsize))
-    out = np.empty((Xi.shape[0], Vj.shape[1]), dtype=np.result_type(Xi.dtype, Vj.dtype))
+    out = array_module(Xi, Yj, Vj).empty((Xi.shape[0], Vj.shape[1]),
+                                         dtype=np.result_type(Xi.dtype, Vj.dtype))
     for start in range(0, Xi.shape[0], strip):
         stop = min(start + strip, Xi.shape[0])
         out[start:stop] = kernel.pairwise(Xi[start:stop], Yj) @ Vj
@@ -178,6 +183,9 @@ def kernel_product(
     Each task evaluates one tile of ``K(X, Y)`` (in strips, whatever ``X``'s chunking) and
     multiplies it by the matching rows of ``V``; partial products are summed with dask's tree
     reduction. Nothing larger than a tile and an ``X`` chunk times ``V``'s width is in memory.
+    With ``dkpca.device = "cuda"`` (see :mod:`dkpca._device`) each task copies its blocks to the
+    GPU, multiplies there and returns its piece to the host; sparse blocks and kernels without
+    GPU code stay on the CPU.
 
     Parameters
     ----------
@@ -206,9 +214,12 @@ def kernel_product(
     Y = _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
     Vd = view_blocks(np.asarray(V), (Y.chunks[0], -1))
     dtype = np.result_type(X.dtype, Y.dtype, V.dtype, np.float32)
+    device = configured_device() if kernel.runs_on_gpu and not any(
+        scipy.sparse.issparse(A._meta) for A in (X, Y)) else "cpu"
 
     def tile(Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray) -> np.ndarray:
-        return _strip_product(kernel, Xi, Yj, Vj, block_bytes)[:, None, :]
+        Xi, Yj, Vj = (to_device(A, device) for A in (Xi, Yj, Vj))
+        return to_host(_strip_product(kernel, Xi, Yj, Vj, block_bytes))[:, None, :]
 
     pieces = da.blockwise(
         tile,

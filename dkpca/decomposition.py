@@ -630,16 +630,18 @@ default="auto"
         """Project ``X`` on the components.
 
         Dask (or dask-backed xarray) input gives a lazy dask array chunked like ``X``'s rows;
-        a CuPy array gives a CuPy array (computed on the host); anything else is computed and
-        returned as numpy.
+        a CuPy array gives a CuPy array; anything else is computed and returned as numpy. The
+        kernel evaluations run on the GPU with CuPy input or ``dkpca.device = "cuda"`` (see
+        :func:`dkpca.blocked.kernel_product`).
 
         Returns
         -------
         scores : (n_samples, n_components) array
         """
         check_is_fitted(self, "basis_")
-        if is_device_array(X):
-            return array_module(X).asarray(self.transform(to_host(X)))
+        if is_device_array(X):  # CuPy input implies the GPU, as in fit
+            with dask.config.set({"dkpca.device": "cuda"}):
+                return array_module(X).asarray(self.transform(to_host(X)))
         Xd = as_dask(X, accept_sparse=True)
         check_features(Xd, self.n_features_in_, "KernelPCA")
         return like_input(self.basis_.transform(Xd), X)

@@ -141,3 +141,25 @@ def test_the_krylov_basis_stays_on_the_gpu(cupy, blobs, monkeypatch, cached):
     assert model.n_iter_ >= 4
     assert len(tall) <= 3, tall
     _assert_same_fit(model, _fit(blobs, "cpu", cache_dtype="float64", **memory), 1e-10)
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized", "nystrom"])
+def test_gpu_and_cpu_transforms_of_one_model_agree(cupy, blobs, monkeypatch, solver):
+    # One model (fitted on the CPU), projected with its kernel evaluated on the GPU and on the
+    # CPU; the GPU path must run (its blocks copied to the device), and agree to 1e-10.
+    model = KernelPCA(6, solver=solver, random_state=0).fit(blobs[:1500])
+    X_new = blobs[1500:2100] + 0.05
+    want = model.transform(X_new)
+    to_gpu = []
+    asarray = cupy.asarray
+    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kwargs:
+                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kwargs))
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        got = model.transform(X_new)
+    assert isinstance(got, np.ndarray)
+    assert (len(X_new), blobs.shape[1]) in to_gpu
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    float32 = model.transform(X_new.astype(np.float32))
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        got32 = model.transform(X_new.astype(np.float32))
+    np.testing.assert_allclose(got32, float32, rtol=1e-5, atol=1e-5)
