@@ -19,6 +19,12 @@ fit of the same size (or from the ``gpu`` fit where no ``cpu`` fit ran), the hos
 the GPU memory CuPy's pool held at the end (its peak: the pool does not shrink). The speed-ups
 are ``cpu`` / ``gpu`` and ``arpack`` / ``gpu``.
 
+``--solver nystrom`` fits ``KernelPCA(10, solver="nystrom", n_landmarks=M)`` instead (``M`` from
+``--landmarks``, 2,000 by default; uniform landmarks), whose one pass over the data evaluates
+``k(x, L)`` on the GPU; ``arpack`` is skipped. ``--zarr PATH`` writes the standardised data
+(float32 with ``--float32``) to a Zarr store there once, and every fit reads it from there
+(``dask.array.from_zarr``, 100,000-row chunks): the fit time includes reading it.
+
 ``--tile-probe N`` instead times one cached pass on the GPU at ``N × d`` for several tile sizes
 (what :data:`dkpca.solvers.randomized.GPU_TILE_BYTES` was chosen from): the whole
 ``KernelTiles.matmul`` (``V`` to the GPU, the product, the partial back and summed on the host),
@@ -30,6 +36,8 @@ Usage::
     python benchmarks/bench_gpu.py                          # 20,000 and 100,000 x 64
     python benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 900
     python benchmarks/bench_gpu.py --tile-probe 100000
+    python benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+        --zarr /tmp/blobs.zarr --only gpu cpu
 """
 
 from __future__ import annotations
@@ -71,7 +79,7 @@ class _Log(logging.Handler):
             self.mode = message.split()[0]
 
 
-def _fit_once(method: str, X: np.ndarray):
+def _fit_once(method: str, X, solver: str, landmarks: int):
     if method == "arpack":
         from sklearn.decomposition import KernelPCA
 
@@ -83,20 +91,27 @@ def _fit_once(method: str, X: np.ndarray):
     import dkpca
 
     device = {"dkpca.device": "cuda"} if method == "gpu" else {}
+    options = {"n_landmarks": landmarks} if solver == "nystrom" else {}
     with dask.config.set({"scheduler": "threads", **device}):
-        return dkpca.KernelPCA(10, solver="randomized", random_state=0).fit(X).eigenvalues_
+        return dkpca.KernelPCA(10, solver=solver, random_state=0, **options).fit(X).eigenvalues_
 
 
-def _child(method: str, n: int, d: int, results) -> None:
-    X = _data(n, d)
+def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str | None,
+           results) -> None:
+    if zarr:
+        import dask.array as da
+
+        X = da.from_zarr(zarr)
+    else:
+        X = _data(n, d)
     log = _Log()
     for name in ("dkpca.solvers.randomized", "dkpca.tiles"):
         logging.getLogger(name).addHandler(log)
         logging.getLogger(name).setLevel(logging.INFO)
-    _fit_once(method, X[: max(2100, n // 10)])
+    _fit_once(method, X[: max(2100, n // 10)], solver, landmarks)
     log.passes.clear()
     start = time.perf_counter()
-    eigenvalues = _fit_once(method, X)
+    eigenvalues = _fit_once(method, X, solver, landmarks)
     seconds = time.perf_counter() - start
     pool = float("nan")
     if method == "gpu":
@@ -164,6 +179,13 @@ def _tile_probe(n: int, d: int) -> None:
                           "GEMMs alone (s)"], rows))
 
 
+def _write_zarr(path: str, n: int, d: int, float32: bool) -> None:
+    import dask.array as da
+
+    X = _data(n, d).astype(np.float32 if float32 else np.float64)
+    da.from_array(X, chunks=(100_000, d)).to_zarr(path, overwrite=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000])
@@ -174,6 +196,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per fit")
     parser.add_argument("--tile-probe", type=int, metavar="N",
                         help="time one cached GPU pass at N rows for several tile sizes instead")
+    parser.add_argument("--solver", choices=("randomized", "nystrom"), default="randomized")
+    parser.add_argument("--landmarks", type=int, default=2000, help="Nystrom's n_landmarks")
+    parser.add_argument("--float32", action="store_true", help="float32 data (with --zarr)")
+    parser.add_argument("--zarr", default=None,
+                        help="write the data to this Zarr store once and fit from it")
     args = parser.parse_args()
     print_environment(environment(), sys.argv)
     if args.tile_probe:
@@ -181,11 +208,14 @@ def main() -> None:
         return
     rows = []
     for n in args.sizes:
+        if args.zarr:
+            _write_zarr(args.zarr, n, args.d, args.float32)
         runs = {}
         for method in args.only:
-            if method == "arpack" and n > args.sklearn_max:
+            if method == "arpack" and (n > args.sklearn_max or args.solver != "randomized"):
                 continue
-            runs[method] = run_in_child(_child, (method, n, args.d), args.timeout)
+            runs[method] = run_in_child(
+                _child, (method, n, args.d, args.solver, args.landmarks, args.zarr), args.timeout)
             print(f"{n} {method}: {runs[method]}", flush=True)
         done = {m: r for m, r in runs.items() if r["status"] == "ok"}
         reference = done.get("cpu", done.get("gpu"))
@@ -201,7 +231,10 @@ def main() -> None:
                          f"{r['pass_s']:.3f}" if r["passes"] else "", r["mode"],
                          f"{error:.1e}", f"{r['host_gib']:.1f}",
                          f"{r['gpu_gib']:.1f}" if method == "gpu" else "", speedup])
-    print(f"\nKernelPCA(10), RBF, n x {args.d} Gaussian mixture\n")
+    solver = (f"nystrom, {args.landmarks} landmarks" if args.solver == "nystrom"
+              else "randomized")
+    source = f", from Zarr ({'float32' if args.float32 else 'float64'})" if args.zarr else ""
+    print(f"\nKernelPCA(10, solver={solver}), RBF, n x {args.d} Gaussian mixture{source}\n")
     print(markdown_table(["n", "method", "fit (s)", "passes", "pass (s)", "tiles",
                           "eigenvalue diff", "host peak GiB", "GPU pool GiB",
                           "time / gpu time"], rows))

@@ -29,6 +29,7 @@ import dask.array as da
 import numpy as np
 import psutil
 
+from ._device import array_module, to_host
 from ._tile_holders import (
     MAX_RECOVERIES,
     Holder,
@@ -40,7 +41,6 @@ from ._tile_holders import (
     state_summary,
     two_sum_into,
 )
-from ._device import array_module, to_host
 from ._tile_values import StoredTile, evaluate_tile
 from .blocked import compute, scheduler_threads, tile_blocks, tile_rows, upper_pairs
 from .kernels import Kernel

@@ -160,7 +160,7 @@ def _device_function(function: Any) -> Any:
     return on_device
 
 
-abs = _device_function(np.abs)  # noqa: A001 (CuPy's name)
+abs = _device_function(np.abs)  # CuPy's name, shadowing the builtin here
 sign = _device_function(np.sign)
 sqrt = _device_function(np.sqrt)
 argmax = _device_function(np.argmax)

@@ -163,3 +163,20 @@ def test_gpu_and_cpu_transforms_of_one_model_agree(cupy, blobs, monkeypatch, sol
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
         got32 = model.transform(X_new.astype(np.float32))
     np.testing.assert_allclose(got32, float32, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("dtype", "rtol"), [("float64", 1e-10), ("float32", 1e-5)])
+def test_the_nystrom_pass_runs_on_the_gpu(cupy, blobs, monkeypatch, dtype, rtol):
+    # The pass over the data (k(x, L) in strips, its sums and scatter) runs on the GPU, each
+    # task's rows copied there; the model equals the CPU fit.
+    X = blobs.astype(dtype)
+    kwargs = {"solver": "nystrom", "n_landmarks": 300, "random_state": 0}
+    want = KernelPCA(6, **kwargs).fit(X)
+    to_gpu = []
+    asarray = cupy.asarray
+    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kw:
+                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kw))
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        got = KernelPCA(6, **kwargs).fit(X)
+    assert sum(shape[0] for shape in to_gpu if shape[1:] == (X.shape[1],)) >= len(X)
+    _assert_same_fit(got, want, rtol)

@@ -23,6 +23,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
+from dkpca._device import array_module, configured_device, to_device, to_host
 from dkpca.blocked import (
     STRIP_BYTES,
     compute,
@@ -70,7 +71,8 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
 
 
 def _kernel_moments(
-    block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, strip: int, shift: np.ndarray
+    block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, strip: int, shift: np.ndarray,
+    device: str = "cpu",
 ) -> np.ndarray:
     """``[Σ (k - s); Σ (k - s)(k - s)ᵀ; Σ k(x, x)]`` of one row chunk, ``k = k(x, L)``.
 
@@ -81,9 +83,13 @@ def _kernel_moments(
     an ``n m²`` product. Subtracting ``s`` (close to the mean of ``k``) first keeps the
     centred scatter free of cancellation, so the products may run in the data's precision
     (float32 GEMMs are twice as fast); the sums are accumulated in float64.
+
+    On ``device="cuda"`` the chunk, the landmarks and the shift are copied to the GPU, the
+    strips are evaluated and summed there, and the sums come back.
     """
+    block, landmarks, shift = (to_device(a, device) for a in (block, landmarks, shift))
     m = landmarks.shape[0]
-    out = np.zeros((m + 2, m))
+    out = array_module(block).zeros((m + 2, m))
     for start in range(0, block.shape[0], strip):
         rows = block[start : start + strip]
         K = kernel.pairwise(rows, landmarks)
@@ -91,7 +97,7 @@ def _kernel_moments(
         out[0] += K.sum(axis=0, dtype=np.float64)
         out[1 : m + 1] += crossproduct(K)
         out[m + 1, 0] += kernel.diag(rows).sum(dtype=np.float64)
-    return out
+    return to_host(out)
 
 
 def landmark_statistics(
@@ -133,19 +139,36 @@ def landmark_statistics(
     # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile, and at
     # most STRIP_BYTES: the strip is read four times (exp, shift, sum, syrk), from the shared
     # cache while it fits there, and products on a thousand rows already run at full speed.
-    strip = max(1, min(worker_block_bytes(block_bytes) // 4, STRIP_BYTES)
+    device = _moments_device(kernel, X, landmarks)
+    strip = max(1, min(worker_block_bytes(block_bytes) // 4,
+                       GPU_STRIP_BYTES if device == "cuda" else STRIP_BYTES)
                 // (m * X.dtype.itemsize))
     # The landmarks' mean kernel row: near the data's mean k(x, L), so nothing cancels.
     K_LL = _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel
     shift = K_LL.mean(axis=0)
     parts = [
-        dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift)
+        dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift, device)
         for b in _split_for_threads(X.rechunk({1: -1})).to_delayed().ravel()
     ]
     (moments,) = compute(tree_sum(parts))
     if not np.isfinite(moments).all():
         raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
     return RowStatistics.from_moments(moments[: m + 1], shift, n, diagonal_sum=moments[m + 1, 0])
+
+
+#: Largest strip of ``k(x, L)`` on a GPU: large products keep it busy (host strips stay
+#: within the CPU's cache, :data:`~dkpca.blocked.STRIP_BYTES`).
+GPU_STRIP_BYTES = 2**28
+
+
+def _moments_device(kernel: Kernel, X: da.Array, landmarks: Any) -> str:
+    """Return the device of the ``dkpca.device`` setting, or ``"cpu"`` where it cannot run.
+
+    Sparse data and kernels without GPU code (their scipy calls) stay on the CPU.
+    """
+    if scipy.sparse.issparse(X._meta) or scipy.sparse.issparse(landmarks):
+        return "cpu"
+    return configured_device() if kernel.runs_on_gpu else "cpu"
 
 
 #: Fewest rows per task when a pass is split for the scheduler's threads.

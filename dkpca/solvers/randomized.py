@@ -139,7 +139,7 @@ class _CenteredKernelOperator:
 
 
 def _on_host(result: KrylovResult) -> KrylovResult:
-    """``result`` with its eigenpairs copied to the host (unchanged if they are there)."""
+    """Return ``result`` with its eigenpairs copied to the host (unchanged if they are there)."""
     return dataclasses.replace(result, eigenvalues=to_host(result.eigenvalues),
                                eigenvectors=to_host(result.eigenvectors))
 
