@@ -160,10 +160,14 @@ def thread_counts() -> list[int]:
     return counts if counts[-1] == cores else [*counts, cores]
 
 
-def scaling_child(threads: int, n_draws: int, n_train: int) -> dict[str, Any]:
-    """One timed ``select_model`` on ``threads`` dask threads (run in a fresh process)."""
+def scaling_child(threads: int, n_draws: int, n_train: int, device: str) -> dict[str, Any]:
+    """One timed ``select_model`` on ``threads`` dask threads (run in a fresh process).
+
+    ``device="cuda"`` solves the eigenproblems on the GPU (``dkpca.device``).
+    """
     X, _, _ = make_two_rings(SCALING_ROWS, random_state=0)
-    with dask.config.set(scheduler="threads", num_workers=threads):
+    with dask.config.set({"scheduler": "threads", "num_workers": threads,
+                          "dkpca.device": device}):
         select_model(X, n_draws=2, n_train=200, random_state=0)  # warm-up: imports, caches
         wait_for_quiet(0.2, patience=120.0)  # a second core is what this measures
         cpu = time.process_time()
@@ -178,13 +182,15 @@ def scaling_child(threads: int, n_draws: int, n_train: int) -> dict[str, Any]:
             "n_c": res.n_components, "n_train": table.attrs["n_train"], "sha1": digest}
 
 
-def run_scaling(n_draws: int, n_train: int, repeats: int) -> list[dict[str, Any]]:
+def run_scaling(n_draws: int, n_train: int, repeats: int,
+                device: str = "cpu") -> list[dict[str, Any]]:
     """Every run of the thread-scaling table, each in a fresh process."""
     records = []
     for repeat in range(repeats):
         for threads in thread_counts():  # interleaved, so a slow spell hits every count
             command = [sys.executable, __file__, "--child-threads", str(threads),
-                       "--scaling-draws", str(n_draws), "--scaling-n-train", str(n_train)]
+                       "--scaling-draws", str(n_draws), "--scaling-n-train", str(n_train),
+                       "--device", device]
             out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
             record = {"repeat": repeat, **json.loads(out.splitlines()[-1])}
             records.append(record)
@@ -230,10 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: N_t = 200, 10 draws, one run per thread count")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the thread-scaling runs solve their eigenproblems")
     args = parser.parse_args(argv)
     if args.child_threads is not None:
         print(json.dumps(scaling_child(args.child_threads, args.scaling_draws,
-                                       args.scaling_n_train)))
+                                       args.scaling_n_train, args.device)))
         return 0
     if args.quick:
         args.sizes, args.n_draws = [200], 10
@@ -247,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"## select_model: {args.n_draws} draws, 20-point σ² grid, make_square(2000)\n")
         print(table(results["workers"]))
     if args.only != "workers":
-        results["threads"] = run_scaling(args.scaling_draws, args.scaling_n_train, args.repeats)
+        results["threads"] = run_scaling(args.scaling_draws, args.scaling_n_train, args.repeats,
+                                         args.device)
         print(f"\n## Thread scaling: MDD, {args.scaling_draws} draws, N_t = "
-              f"{args.scaling_n_train}, make_two_rings({SCALING_ROWS}), threaded scheduler, best "
-              f"of {args.repeats} fresh processes\n")
+              f"{args.scaling_n_train}, make_two_rings({SCALING_ROWS}), threaded scheduler, "
+              f"eigenproblems on {args.device}, best of {args.repeats} fresh processes\n")
         print(scaling_table(results["threads"]))
     if args.json:
         with open(args.json, "w") as f:

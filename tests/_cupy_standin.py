@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__version__ = "stand-in"
+__version__ = "0.0+stand.in"  # a valid version: xarray parses it when "cupy" is imported
 
 _REFUSED = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
             "construct a NumPy array explicitly.")
@@ -95,6 +95,7 @@ class ndarray(np.lib.mixins.NDArrayOperatorsMixin):  # CuPy's name
     ndim = property(lambda self: self._data.ndim)
     size = property(lambda self: self._data.size)
     nbytes = property(lambda self: self._data.nbytes)
+    itemsize = property(lambda self: self._data.itemsize)
     T = property(lambda self: ndarray(self._data.T))
 
     def get(self) -> np.ndarray:
@@ -168,6 +169,7 @@ diag = _device_function(np.diag)
 hstack = _device_function(np.hstack)
 arange = _device_function(np.arange)
 linalg = types.SimpleNamespace(eigh=_device_function(np.linalg.eigh),
+                               eigvalsh=_device_function(np.linalg.eigvalsh),
                                norm=_device_function(np.linalg.norm))
 
 

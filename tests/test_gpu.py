@@ -180,3 +180,29 @@ def test_the_nystrom_pass_runs_on_the_gpu(cupy, blobs, monkeypatch, dtype, rtol)
         got = KernelPCA(6, **kwargs).fit(X)
     assert sum(shape[0] for shape in to_gpu if shape[1:] == (X.shape[1],)) >= len(X)
     _assert_same_fit(got, want, rtol)
+
+
+@pytest.mark.parametrize("method", ["mdd", "kpa"])
+def test_model_selection_solves_its_spectra_on_the_gpu(cupy, monkeypatch, method):
+    # Every draw's grid of centred kernels (and the data's) is formed and solved on the GPU in
+    # batches; the choice and the spectra equal the CPU's.
+    from dkpca.datasets import make_two_rings
+    from dkpca.selection import select_model
+
+    X = make_two_rings(300, random_state=0)[0]
+    kwargs = {"n_draws": 6, "n_train": 120, "random_state": 0}
+    with dask.config.set(scheduler="threads"):
+        want = select_model(X, method, **kwargs)
+    solved = []
+    eigvalsh = cupy.linalg.eigvalsh
+    monkeypatch.setattr(cupy.linalg, "eigvalsh", lambda a, *args, **kw:
+                        solved.append(a.shape) or eigvalsh(a, *args, **kw))
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        got = select_model(X, method, **kwargs)
+    grid = want.table.sizes["sigma2"]
+    assert sum(shape[0] for shape in solved) == grid * (kwargs["n_draws"] + 1)
+    assert {shape[1:] for shape in solved} == {(120, 120)}
+    assert (got.sigma2, got.n_components) == (want.sigma2, want.n_components)
+    for spectra in ("data_eigenvalues", "noise_eigenvalues"):
+        np.testing.assert_allclose(got.table[spectra], want.table[spectra], rtol=1e-9,
+                                   atol=1e-12)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from dkpca._device import array_module, to_device, to_host
 from dkpca.blocked import center_kernel_inplace
 
 __all__ = ["centred_rbf_eigenvalues", "squared_distances"]
 
 #: numpy's eigensolvers release the GIL only when (matrices in the call) × order > 500.
 _GIL_FREE_ROWS = 501
+
+#: Most bytes of kernel matrices solved in one batched call on a GPU.
+GPU_STACK_BYTES = 2**31
 
 
 def squared_distances(X: np.ndarray) -> np.ndarray:
@@ -44,7 +48,8 @@ def squared_distances(X: np.ndarray) -> np.ndarray:
 
 
 def centred_rbf_eigenvalues(
-    sq_distances: np.ndarray, sigma2_grid: np.ndarray, n_eigenvalues: int | np.ndarray
+    sq_distances: np.ndarray, sigma2_grid: np.ndarray, n_eigenvalues: int | np.ndarray,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Leading eigenvalues of ``H exp(-D / (2σ²)) H`` for every ``σ²`` of the grid.
 
@@ -55,6 +60,10 @@ def centred_rbf_eigenvalues(
     sigma2_grid : (g,) array
     n_eigenvalues : int
         How many leading eigenvalues to keep.
+    device : {"cpu", "cuda"}, default="cpu"
+        Where the kernels are formed and solved. On ``"cuda"`` ``D`` is copied to the GPU
+        once and the grid's matrices are solved there in batches of up to
+        :data:`GPU_STACK_BYTES` (CuPy's batched ``eigvalsh``); the eigenvalues come back.
 
     Returns
     -------
@@ -88,17 +97,22 @@ def centred_rbf_eigenvalues(
     n = sq_distances.shape[0]
     k = min(int(n_eigenvalues), n)
     out = np.empty((len(sigma2_grid), k))
-    stack = min(len(sigma2_grid), -(-_GIL_FREE_ROWS // n))
-    K = np.empty((stack, n, n))
+    D = to_device(sq_distances, device)
+    xp = array_module(D)
+    if device == "cpu":
+        stack = min(len(sigma2_grid), -(-_GIL_FREE_ROWS // n))
+    else:
+        stack = min(len(sigma2_grid), max(1, GPU_STACK_BYTES // (8 * n * n)))
+    K = xp.empty((stack, n, n))
     for start in range(0, len(sigma2_grid), stack):
         widths = sigma2_grid[start : start + stack]
         kernels = K[: len(widths)]
         for K_s, sigma2 in zip(kernels, widths, strict=True):
-            np.multiply(sq_distances, -0.5 / float(sigma2), out=K_s)
+            np.multiply(D, -0.5 / float(sigma2), out=K_s)
             np.exp(K_s, out=K_s)
             row_means = K_s.mean(axis=0)
             center_kernel_inplace(K_s, row_means, float(row_means.mean()))
         # LAPACK reads the upper triangles, the parts that were centred.
-        values = np.linalg.eigvalsh(kernels, UPLO="U")
+        values = to_host(xp.linalg.eigvalsh(kernels, UPLO="U"))
         out[start : start + len(widths)] = values[:, ::-1][:, :k]
     return out

@@ -32,9 +32,11 @@ def permute_features(X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def permutation_spectra(
     seed: np.random.SeedSequence, X: np.ndarray, sigma2_grid: np.ndarray,
-    n_eigenvalues: int,
+    n_eigenvalues: int, device: str = "cpu",
 ) -> np.ndarray:
     """One draw of kernel parallel analysis: ``(len(sigma2_grid), n_eigenvalues)`` eigenvalues.
+
+    The eigenproblems run on ``device`` (see :func:`centred_rbf_eigenvalues`).
 
     Examples
     --------
@@ -43,4 +45,5 @@ def permutation_spectra(
     (2, 4)
     """
     permuted = permute_features(X, np.random.default_rng(seed))
-    return centred_rbf_eigenvalues(squared_distances(permuted), sigma2_grid, n_eigenvalues)
+    return centred_rbf_eigenvalues(squared_distances(permuted), sigma2_grid, n_eigenvalues,
+                                   device)

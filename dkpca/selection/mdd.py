@@ -130,12 +130,13 @@ def noise_distances(moments: DistanceMoments, n: int, rng: np.random.Generator) 
 
 def noise_spectra(
     seed: np.random.SeedSequence, moments: DistanceMoments, n: int, sigma2_grid: np.ndarray,
-    n_eigenvalues: int,
+    n_eigenvalues: int, device: str = "cpu",
 ) -> np.ndarray:
     """One Monte Carlo draw: leading centred-kernel eigenvalues of a noise matrix, per ``σ²``.
 
     Returns a ``(len(sigma2_grid), n_eigenvalues)`` array (rows descending). The draw depends
-    only on ``seed``, so a set of draws is the same on any scheduler.
+    only on ``seed``, so a set of draws is the same on any scheduler. The distances are drawn
+    on the host; the eigenproblems run on ``device`` (see :func:`centred_rbf_eigenvalues`).
 
     Examples
     --------
@@ -145,7 +146,7 @@ def noise_spectra(
     """
     R = noise_distances(moments, n, np.random.default_rng(seed))
     R *= R
-    return centred_rbf_eigenvalues(R, sigma2_grid, n_eigenvalues)
+    return centred_rbf_eigenvalues(R, sigma2_grid, n_eigenvalues, device)
 
 
 def components_above_noise(data: np.ndarray, noise: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ import dask
 import numpy as np
 import xarray as xr
 
+from dkpca._device import configured_device
 from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import Interval, Options, check_random_state, validate_params
 from dkpca.blocked import compute
@@ -140,13 +141,15 @@ def _spectra(method, seeds, train, sq_distances, moments, grid, k, percentile):
     One compute: the data's spectra and every draw are independent tasks.
     """
     n_t = train.shape[0]
-    data = dask.delayed(centred_rbf_eigenvalues, pure=True)(dask.delayed(sq_distances), grid, k)
+    device = configured_device()  # the eigenproblems' device; the draws are made on the host
+    data = dask.delayed(centred_rbf_eigenvalues, pure=True)(dask.delayed(sq_distances), grid, k,
+                                                            device)
     if method == "kpa":
         shared = dask.delayed(train)
-        draws = [dask.delayed(kpa.permutation_spectra, pure=True)(s, shared, grid, k)
+        draws = [dask.delayed(kpa.permutation_spectra, pure=True)(s, shared, grid, k, device)
                  for s in seeds]
     else:
-        draws = [dask.delayed(mdd.noise_spectra, pure=True)(s, moments, n_t, grid, k)
+        draws = [dask.delayed(mdd.noise_spectra, pure=True)(s, moments, n_t, grid, k, device)
                  for s in seeds]
     logger.info("select_model: %s, %d draws over %d sigma2 values of %d x %d matrices",
                 method, len(seeds), len(grid), n_t, n_t)
