@@ -32,6 +32,7 @@ import scipy.linalg
 import scipy.sparse
 from sklearn.exceptions import NotFittedError
 
+from dkpca._device import array_module, configured_device, to_device, to_host
 from dkpca.blocked import compute, kernel_product
 from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
@@ -72,8 +73,9 @@ def _weights(basis: Any, scores: np.ndarray) -> np.ndarray:
 
 
 def _linear_preimage(weights: np.ndarray, B: np.ndarray) -> np.ndarray:
+    xp = array_module(weights, B)
     total = weights.sum(axis=1, keepdims=True)
-    safe = np.where(np.abs(total) > DENOMINATOR_FLOOR, total, 1.0)
+    safe = xp.where(xp.abs(total) > DENOMINATOR_FLOOR, total, 1.0)
     return (weights @ B) / safe
 
 
@@ -81,33 +83,38 @@ def _fixed_point_block(
     weights: np.ndarray, B: np.ndarray, start: np.ndarray | None, gamma: float, tol: float,
     max_iter: int,
 ) -> PreimageResult:
-    """Run the iteration for one block of points (``weights``: ``p × m``)."""
-    z = _linear_preimage(weights, B) if start is None else np.array(start, dtype=np.float64)
+    """Run the iteration for one block of points (``weights``: ``p × m``).
+
+    On the device of ``weights`` and ``B`` (numpy, or CuPy on a GPU); the result is on the host.
+    """
+    xp = array_module(weights, B)
+    z = (_linear_preimage(weights, B) if start is None
+         else xp.array(start, dtype=np.float64, copy=True))
     p = z.shape[0]
-    active = np.ones(p, dtype=bool)
-    converged = np.zeros(p, dtype=bool)
-    restarted = np.zeros(p, dtype=bool)
+    active = xp.ones(p, dtype=bool)
+    converged = xp.zeros(p, dtype=bool)
+    restarted = xp.zeros(p, dtype=bool)
     step_tol = tol / np.sqrt(2.0 * gamma)  # relative to the kernel's length scale σ
-    b_norms = np.einsum("ij,ij->i", B, B)
+    b_norms = xp.einsum("ij,ij->i", B, B)
     last = 0
     for iteration in range(1, max_iter + 1):
-        idx = np.flatnonzero(active)
+        idx = xp.flatnonzero(active)
         if idx.size == 0:
             break
         zi = z[idx]
-        d2 = np.einsum("ij,ij->i", zi, zi)[:, None] - 2.0 * (zi @ B.T) + b_norms
-        W = np.exp(-gamma * np.maximum(d2, 0.0)) * weights[idx]
+        d2 = xp.einsum("ij,ij->i", zi, zi)[:, None] - 2.0 * (zi @ B.T) + b_norms
+        W = xp.exp(-gamma * xp.maximum(d2, 0.0)) * weights[idx]
         denominator = W.sum(axis=1)
-        vanished = np.abs(denominator) <= DENOMINATOR_FLOOR * np.abs(W).sum(axis=1)
-        vanished |= ~np.isfinite(denominator)
+        vanished = xp.abs(denominator) <= DENOMINATOR_FLOOR * xp.abs(W).sum(axis=1)
+        vanished |= ~xp.isfinite(denominator)
         if vanished.any():  # restart once from the linear pre-image, then give up
             again = idx[vanished & ~restarted[idx]]
             z[again] = _linear_preimage(weights[again], B)
             restarted[again] = True
-            active[idx[vanished & ~np.isin(idx, again)]] = False
+            active[idx[vanished & ~xp.isin(idx, again)]] = False
         ok = ~vanished
         new = (W[ok] @ B) / denominator[ok, None]
-        moved = np.sqrt(((new - zi[ok]) ** 2).sum(axis=1))
+        moved = xp.sqrt(((new - zi[ok]) ** 2).sum(axis=1))
         z[idx[ok]] = new
         done = idx[ok][moved <= step_tol]
         converged[done] = True
@@ -115,12 +122,12 @@ def _fixed_point_block(
         if done.size:
             last = iteration
     n_iter = max_iter if not converged.all() else last
-    return PreimageResult(points=z, converged=converged, n_iter=n_iter)
+    return PreimageResult(points=to_host(z), converged=to_host(converged), n_iter=n_iter)
 
 
 def fixed_point_preimage(
     basis: Any, scores: np.ndarray, start: np.ndarray | None = None, *, tol: float = 1e-6,
-    max_iter: int = 300,
+    max_iter: int = 300, device: str = "cpu",
 ) -> PreimageResult:
     """Pre-images of in-memory ``scores`` on an RBF kernel basis by the fixed-point iteration.
 
@@ -136,6 +143,9 @@ def fixed_point_preimage(
         A point has converged when a step moves it less than ``tol`` times the kernel's length
         scale ``σ``.
     max_iter : int, default=300
+    device : {"cpu", "cuda"}, default="cpu"
+        Where the iteration runs: on ``"cuda"`` the basis points, the weights and the starts
+        are copied to the GPU; the pre-images come back to the host.
 
     Examples
     --------
@@ -150,8 +160,9 @@ def fixed_point_preimage(
     (True, True)
     """
     kernel = _rbf(basis.kernel)
-    B = np.asarray(basis.basis, dtype=np.float64)
-    weights = _weights(basis, np.asarray(scores, dtype=np.float64))
+    B = to_device(np.asarray(basis.basis, dtype=np.float64), device)
+    weights = to_device(_weights(basis, np.asarray(scores, dtype=np.float64)), device)
+    start = None if start is None else to_device(np.asarray(start, dtype=np.float64), device)
     return _fixed_point_block(weights, B, start, kernel.gamma, tol, max_iter)
 
 
@@ -164,8 +175,9 @@ def _rbf(kernel: Kernel) -> RBF:
     return kernel
 
 
-def _fixed_point_task(basis, scores, start, tol, max_iter, dtype):
-    result = fixed_point_preimage(basis, scores, start, tol=tol, max_iter=max_iter)
+def _fixed_point_task(basis, scores, start, tol, max_iter, dtype, device):
+    result = fixed_point_preimage(basis, scores, start, tol=tol, max_iter=max_iter,
+                                  device=device)
     return result.points.astype(dtype, copy=False), int((~result.converged).sum())
 
 
@@ -176,14 +188,17 @@ def fixed_point_blocks(
     """:func:`fixed_point_preimage` lazily, one task per row chunk of ``scores``.
 
     Returns the pre-images and the number of points that did not converge (a lazy scalar);
-    computed together, the pre-images are computed once.
+    computed together, the pre-images are computed once. The tasks iterate on the device of
+    the ``dkpca.device`` setting.
     """
+    device = "cpu" if scipy.sparse.issparse(basis.basis) else configured_device()
     shared = dask.delayed(basis, pure=True)
     score_blocks = scores.rechunk({1: -1}).to_delayed().ravel()
     start_blocks = (start.rechunk({0: scores.chunks[0], 1: -1}).to_delayed().ravel()
                     if start is not None else [None] * len(score_blocks))
     d = basis.basis.shape[1]
-    tasks = [dask.delayed(_fixed_point_task, pure=True)(shared, s, x, tol, max_iter, dtype)
+    tasks = [dask.delayed(_fixed_point_task, pure=True)(shared, s, x, tol, max_iter, dtype,
+                                                        device)
              for s, x in zip(score_blocks, start_blocks, strict=True)]
     # named functions, not task[0]: dask's array optimisation would take a getitem for a slice
     points = da.concatenate([

@@ -117,6 +117,8 @@ class ndarray(np.lib.mixins.NDArrayOperatorsMixin):  # CuPy's name
         method.__name__ = name
         return method
 
+    any = _reduce("any")
+    all = _reduce("all")
     sum = _reduce("sum")
     mean = _reduce("mean")
     min = _reduce("min")
@@ -168,6 +170,18 @@ argmax = _device_function(np.argmax)
 diag = _device_function(np.diag)
 hstack = _device_function(np.hstack)
 arange = _device_function(np.arange)
+einsum = _device_function(np.einsum)
+exp = _device_function(np.exp)
+flatnonzero = _device_function(np.flatnonzero)
+isfinite = _device_function(np.isfinite)
+isin = _device_function(np.isin)
+maximum = _device_function(np.maximum)
+where = _device_function(np.where)
+
+
+def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:
+    """A device copy of device data (host data is refused, as ``asarray`` is the way in)."""
+    return ndarray(np.array(_unwrap(a), dtype=dtype, copy=copy))
 linalg = types.SimpleNamespace(eigh=_device_function(np.linalg.eigh),
                                eigvalsh=_device_function(np.linalg.eigvalsh),
                                norm=_device_function(np.linalg.norm))

@@ -206,3 +206,20 @@ def test_model_selection_solves_its_spectra_on_the_gpu(cupy, monkeypatch, method
     for spectra in ("data_eigenvalues", "noise_eigenvalues"):
         np.testing.assert_allclose(got.table[spectra], want.table[spectra], rtol=1e-9,
                                    atol=1e-12)
+
+
+def test_fixed_point_preimages_iterate_on_the_gpu(cupy, blobs, monkeypatch):
+    # Denoising by the fixed-point iteration: each block's weights and the basis points go to
+    # the GPU, and the pre-images equal the CPU's.
+    model = KernelPCA(8, kernel="rbf", sigma2=4.0, solver="exact").fit(blobs[:600])
+    noisy = blobs[600:900] + 0.1 * np.random.default_rng(0).normal(size=(300, 16))
+    want = model.denoise(noisy)
+    to_gpu = []
+    asarray = cupy.asarray
+    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kw:
+                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kw))
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        got = model.denoise(noisy)
+    assert (600, 16) in to_gpu  # the basis points
+    assert sum(shape[0] for shape in to_gpu if shape[1:] == (600,)) == len(noisy)  # weights
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
