@@ -78,11 +78,12 @@ def test_a_gpu_holders_state_is_not_counted_as_worker_memory():
     assert sizeof(gpu) == 0 and gpu.threads == 1  # GPU memory is not the worker's RAM
 
 
+@pytest.mark.parametrize("solver", ["randomized", "sketch"])
 @pytest.mark.parametrize("kernel", ["laplacian", "chi2", "cosine"])
-def test_a_kernel_without_gpu_code_is_refused_in_one_line(kernel):
+def test_a_kernel_without_gpu_code_is_refused_in_one_line(kernel, solver):
     X = np.abs(np.random.default_rng(0).normal(size=(300, 3)))
     with dask.config.set({"dkpca.device": "cuda"}), pytest.raises(ValueError) as err:
-        KernelPCA(2, kernel=kernel, solver="randomized").fit(X)
+        KernelPCA(2, kernel=kernel, solver=solver).fit(X)
     assert str(err.value).startswith(f"KernelPCA: the {kernel} kernel has no GPU code")
     assert "\n" not in str(err.value)
 

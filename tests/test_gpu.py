@@ -223,3 +223,20 @@ def test_fixed_point_preimages_iterate_on_the_gpu(cupy, blobs, monkeypatch):
     assert (600, 16) in to_gpu  # the basis points
     assert sum(shape[0] for shape in to_gpu if shape[1:] == (600,)) == len(noisy)  # weights
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["covariance", "nystrom"])
+def test_the_sketch_solver_multiplies_its_kernel_on_the_gpu(cupy, blobs, monkeypatch, method):
+    # approx-KPCA's pass (K times the sketch, tiles evaluated and dropped) runs on the GPU's
+    # holder; the model equals the CPU's.
+    kwargs = {"solver": "sketch", "sketch_dim": 60, "sketch_method": method, "random_state": 0,
+              "cache_dtype": "float64"}
+    want = KernelPCA(6, **kwargs).fit(blobs[:1500])
+    to_gpu = []
+    asarray = cupy.asarray
+    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kw:
+                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kw))
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        got = KernelPCA(6, **kwargs).fit(blobs[:1500])
+    assert (1500, 16) in to_gpu or sum(s[0] for s in to_gpu if s[1:] == (16,)) >= 1500
+    _assert_same_fit(got, want, 1e-9)

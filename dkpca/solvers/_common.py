@@ -8,6 +8,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
+from dkpca._device import configured_device
 from dkpca.kernels import Kernel
 
 from ._basis import KernelBasis
@@ -73,3 +74,18 @@ def check_finite_kernel(row_means: np.ndarray, X: da.Array, owner: str) -> None:
         f"{owner}: the kernel matrix has non-finite entries (overflow); reduce gamma or degree, "
         f"or scale the data."
     )
+
+
+def check_kernel_device(kernel: Kernel, owner: str) -> None:
+    """Refuse, in one line, a kernel without GPU code when ``dkpca.device`` is ``"cuda"``.
+
+    The solvers whose kernel tiles live on the holders' GPUs call this before any work.
+
+    Examples
+    --------
+    >>> from dkpca.kernels import Laplacian
+    >>> check_kernel_device(Laplacian(), "KernelPCA")  # on the CPU every kernel runs
+    """
+    if configured_device() == "cuda" and not kernel.runs_on_gpu:
+        raise ValueError(f"{owner}: the {kernel.name} kernel has no GPU code (it needs scipy); "
+                         f"fit it with dask.config dkpca.device='cpu'")

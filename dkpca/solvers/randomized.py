@@ -18,7 +18,7 @@ from dkpca.linalg import KrylovResult, block_krylov_eigh
 from dkpca.tiles import KernelTiles, cache_memory_budget, cached_kernel_bytes, storage_dtype
 
 from ._basis import KernelBasis
-from ._common import basis_from_eigenpairs, check_finite_kernel
+from ._common import basis_from_eigenpairs, check_finite_kernel, check_kernel_device
 from ._components import FLOAT32_ZERO_RATIO, ZERO_RATIO, ComponentRule
 
 __all__ = ["fit_randomized"]
@@ -216,9 +216,7 @@ def fit_randomized(
     """
     n = X.shape[0]
     dtype = storage_dtype(X, cache_dtype)
-    if configured_device() == "cuda" and not kernel.runs_on_gpu:
-        raise ValueError(f"KernelPCA: the {kernel.name} kernel has no GPU code (it needs scipy); "
-                         f"fit it with dask.config dkpca.device='cpu'")
+    check_kernel_device(kernel, "KernelPCA")
     tile_bytes, cache_bytes = device_limits(block_bytes, max_memory, X.nbytes)
     in_memory = basis_data if (isinstance(basis_data, np.ndarray) and basis_data.shape == X.shape
                                and basis_data.dtype == X.dtype) else None

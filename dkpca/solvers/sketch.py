@@ -29,7 +29,7 @@ from dkpca.linalg import flip_signs, top_eigh
 from dkpca.tiles import symmetric_kernel_product
 
 from ._basis import KernelBasis
-from ._common import basis_from_eigenpairs, check_finite_kernel
+from ._common import basis_from_eigenpairs, check_finite_kernel, check_kernel_device
 from ._components import ComponentRule
 from ._sketches import Sketch
 from .nystrom import RCOND
@@ -100,6 +100,7 @@ def fit_sketch(
     >>> vectors.shape, bool(np.allclose(vectors.T @ vectors, np.eye(2)))
     ((60, 2), True)
     """
+    check_kernel_device(kernel, "KernelPCA")
     n, q = X.shape[0], sketch.sketch_dim
     W = sketch.matrix(n)
     W -= W.mean(axis=0)  # H W: the sketch of the centred kernel map, K_c W = H K (H W)
