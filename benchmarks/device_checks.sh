@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The GPU machine's checks (issues 30 and 31), prepared so that each part fits one device call
+# (at most 10 minutes; a session has about 15 minutes of device time in all, start included).
+# Run from the project's root on that machine, after the prefix that
+# `bash ../shared/device/wheels.sh` prints (it installs Dask and Zarr from the carried .whl/):
+#
+#   <prefix> bash benchmarks/device_checks.sh tests      # GPU tests, then 20,000 and 100,000 rows
+#   <prefix> bash benchmarks/device_checks.sh large      # 1,000,000 rows; Nystrom at 10,000,000
+#   <prefix> bash benchmarks/device_checks.sh cores      # 16-core scaling and MDD, no GPU needed
+#
+# Every figure is printed with the command that made it; each command has its own time limit,
+# so one that hangs does not take the rest of the call with it.
+set -u
+PY=${PY:-python3}
+part=${1:-tests}
+
+run() {  # run LIMIT COMMAND...: print the command, run it under a time limit, note its status
+  local limit=$1
+  shift
+  echo "=== $* (limit ${limit} s)"
+  timeout "$limit" "$@"
+  echo "=== exit $?"
+}
+
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
+case "$part" in
+  tests)
+    run 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py
+    run 200 "$PY" benchmarks/bench_gpu.py --sizes 20000 100000 --timeout 90
+    run 150 "$PY" benchmarks/bench_selection.py --only threads --device cuda --repeats 1
+    ;;
+  large)
+    run 240 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
+    run 320 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 150
+    ;;
+  cores)
+    run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
+    run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
+    ;;
+  *)
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores}" >&2
+    exit 2
+    ;;
+esac
