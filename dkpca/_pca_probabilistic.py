@@ -31,6 +31,7 @@ import dask.array as da
 import numpy as np
 import scipy.special
 
+from ._device import array_module, is_device_array, to_host
 from ._estimator import check_features, like_input
 from ._typing import ArrayLike
 from ._validation import check_is_fitted
@@ -230,8 +231,8 @@ class ProbabilisticMixin:
     def score_samples(self, X: ArrayLike) -> np.ndarray | da.Array:
         """Log-likelihood of every sample under the fitted model.
 
-        Lazy for dask input, numpy otherwise. Sparse input is densified one block of rows
-        at a time.
+        Lazy for dask input, numpy otherwise (CuPy for CuPy input, computed on the host).
+        Sparse input is densified one block of rows at a time.
 
         Parameters
         ----------
@@ -250,6 +251,8 @@ class ProbabilisticMixin:
         (3,)
         """
         check_is_fitted(self, "components_")
+        if is_device_array(X):
+            return array_module(X).asarray(self.score_samples(to_host(X)))
         Xd = _dense_blocks(as_array(X, accept_sparse=True)) if is_sparse(X) else as_dask(X)
         check_features(Xd, self.n_features_in_, "PCA")
         d = self.n_features_in_

@@ -10,6 +10,7 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
+from ._device import array_module, is_device_array, to_host
 from ._estimator import (
     N_COMPONENTS,
     SIZE,
@@ -236,6 +237,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         >>> pca.components_.dtype, pca.explained_variance_.shape
         (dtype('float32'), (2,))
         """
+        if is_device_array(X):  # CuPy input: fitted on the host, see transform
+            return self.fit(to_host(X), y)
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
         clear_fitted(self)  # nothing from an earlier fit with other parameters
         # NaN and infinity reach the accumulated statistics, which are checked: no extra pass.
@@ -351,6 +354,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         >>> pca.n_samples_seen_, bool(np.allclose(pca.components_, whole.components_))
         (300, True)
         """
+        if is_device_array(X):  # CuPy input: added on the host, as fit does
+            return self.partial_fit(to_host(X), y)
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
         Xa = as_array(X, check_finite=False, accept_sparse=True)
         first = not hasattr(self, "components_")
@@ -504,7 +509,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         With ``whiten``, every score is divided by ``sqrt(explained_variance_)`` (at least
         the dtype's machine epsilon), so the training scores have unit variance.
-        Lazy for dask input, numpy otherwise.
+        Lazy for dask input, CuPy (computed on the GPU) for CuPy input, numpy otherwise;
+        :meth:`fit` takes CuPy input too, and fits on the host.
 
         Parameters
         ----------
@@ -523,6 +529,11 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         array([1., 1.])
         """
         check_is_fitted(self, "components_")
+        if is_device_array(X):  # CuPy in, CuPy out: the projection runs on the GPU
+            check_features(X, self.n_features_in_, "PCA")
+            xp = array_module(X)
+            components = xp.asarray(self._scaled_components(np.dtype(X.dtype), inverse=False))
+            return (X - xp.asarray(self.mean_.astype(X.dtype))) @ components.T
         if is_sparse(X):
             Xs = as_array(X, accept_sparse=True)
             check_features(Xs, self.n_features_in_, "PCA")
@@ -569,6 +580,10 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         True
         """
         check_is_fitted(self, "components_")
+        if is_device_array(Z):  # CuPy in, CuPy out, on the GPU
+            xp = array_module(Z)
+            components = xp.asarray(self._scaled_components(np.dtype(Z.dtype), inverse=True))
+            return Z @ components + xp.asarray(self.mean_.astype(Z.dtype))
         Zd = as_dask(Z, name="Z")
         if Zd.shape[1] != self.n_components_:
             raise ValueError(

@@ -240,3 +240,30 @@ def test_the_sketch_solver_multiplies_its_kernel_on_the_gpu(cupy, blobs, monkeyp
         got = KernelPCA(6, **kwargs).fit(blobs[:1500])
     assert (1500, 16) in to_gpu or sum(s[0] for s in to_gpu if s[1:] == (16,)) >= 1500
     _assert_same_fit(got, want, 1e-9)
+
+
+def test_linear_pca_takes_cupy_input(cupy, blobs):
+    # Fitted on the host (the same model as from numpy); projections of CuPy data are computed
+    # on the GPU and returned as CuPy, as KernelPCA's are.
+    from dkpca import PCA
+
+    want = PCA(5, whiten=True).fit(blobs)
+    got = PCA(5, whiten=True).fit(cupy.asarray(blobs))
+    np.testing.assert_allclose(got.components_, want.components_, rtol=1e-12, atol=1e-14)
+    scores = got.transform(cupy.asarray(blobs[:40]))
+    assert isinstance(scores, cupy.ndarray)
+    np.testing.assert_allclose(scores.get(), want.transform(blobs[:40]), rtol=1e-10,
+                               atol=1e-12)
+    back = got.inverse_transform(scores)
+    assert isinstance(back, cupy.ndarray)
+    np.testing.assert_allclose(back.get(), want.inverse_transform(want.transform(blobs[:40])),
+                               rtol=1e-10, atol=1e-12)
+    likelihood = got.score_samples(cupy.asarray(blobs[:40]))
+    assert isinstance(likelihood, cupy.ndarray)
+    np.testing.assert_allclose(likelihood.get(), want.score_samples(blobs[:40]), rtol=1e-10)
+    assert got.score(cupy.asarray(blobs)) == pytest.approx(want.score(blobs), rel=1e-10)
+    batches = PCA(5)
+    for half in np.array_split(blobs, 2):
+        batches.partial_fit(cupy.asarray(half))
+    np.testing.assert_allclose(batches.explained_variance_, PCA(5).fit(blobs).explained_variance_,
+                               rtol=1e-10)
