@@ -17,7 +17,9 @@ Reported per fit: seconds, Krylov passes, the median pass (from the solver's log
 tiles were cached or streamed, the eigenvalues' largest relative difference from the ``cpu``
 fit of the same size (or from the ``gpu`` fit where no ``cpu`` fit ran), the host's peak RSS and
 the GPU memory CuPy's pool held at the end (its peak: the pool does not shrink). The speed-ups
-are ``cpu`` / ``gpu`` and ``arpack`` / ``gpu``.
+are ``cpu`` / ``gpu`` and ``arpack`` / ``gpu``. For the ``gpu`` fit, the model's scores of the
+first 10,000 rows computed on the GPU and on the CPU are compared (largest difference relative
+to the largest score).
 
 ``--solver nystrom`` fits ``KernelPCA(10, solver="nystrom", n_landmarks=M)`` instead (``M`` from
 ``--landmarks``, 2,000 by default; uniform landmarks), whose one pass over the data evaluates
@@ -83,9 +85,8 @@ def _fit_once(method: str, X, solver: str, landmarks: int):
     if method == "arpack":
         from sklearn.decomposition import KernelPCA
 
-        model = KernelPCA(10, kernel="rbf", gamma=1.0 / X.shape[1], eigen_solver="arpack",
-                          random_state=0).fit(X)
-        return model.eigenvalues_
+        return KernelPCA(10, kernel="rbf", gamma=1.0 / X.shape[1], eigen_solver="arpack",
+                         random_state=0).fit(X)
     import dask
 
     import dkpca
@@ -93,7 +94,7 @@ def _fit_once(method: str, X, solver: str, landmarks: int):
     device = {"dkpca.device": "cuda"} if method == "gpu" else {}
     options = {"n_landmarks": landmarks} if solver == "nystrom" else {}
     with dask.config.set({"scheduler": "threads", **device}):
-        return dkpca.KernelPCA(10, solver=solver, random_state=0, **options).fit(X).eigenvalues_
+        return dkpca.KernelPCA(10, solver=solver, random_state=0, **options).fit(X)
 
 
 def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str | None,
@@ -111,8 +112,10 @@ def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str |
     _fit_once(method, X[: max(2100, n // 10)], solver, landmarks)
     log.passes.clear()
     start = time.perf_counter()
-    eigenvalues = _fit_once(method, X, solver, landmarks)
+    model = _fit_once(method, X, solver, landmarks)
     seconds = time.perf_counter() - start
+    eigenvalues = model.eigenvalues_
+    transform_diff = _transform_difference(model, X) if method == "gpu" else float("nan")
     pool = float("nan")
     if method == "gpu":
         import cupy
@@ -122,8 +125,25 @@ def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str |
                  "pass_s": statistics.median(log.passes) if log.passes else float("nan"),
                  "mode": log.mode if method != "arpack" else "dense",
                  "eigenvalues": np.asarray(eigenvalues).tolist(),
+                 "transform_diff": transform_diff,
                  "host_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                  "gpu_gib": pool})
+
+
+def _transform_difference(model, X) -> float:
+    """Return how far the GPU's scores of 10,000 rows are from the CPU's (relative).
+
+    One model, its kernel evaluated on each device; the largest difference over the largest
+    score.
+    """
+    import dask
+
+    rows = np.asarray(X[:10_000])
+    with dask.config.set({"scheduler": "threads", "dkpca.device": "cuda"}):
+        on_gpu = model.transform(rows)
+    with dask.config.set({"scheduler": "threads", "dkpca.device": "cpu"}):
+        on_cpu = model.transform(rows)
+    return float(np.abs(on_gpu - on_cpu).max() / np.abs(on_cpu).max())
 
 
 def _gpu_seconds(function) -> float:
@@ -221,7 +241,7 @@ def main() -> None:
         reference = done.get("cpu", done.get("gpu"))
         for method, r in runs.items():
             if r["status"] != "ok":
-                rows.append([n, method, r["status"], "", "", "", "", "", "", ""])
+                rows.append([n, method, r["status"], "", "", "", "", "", "", "", ""])
                 continue
             error = max(abs(a - b) / abs(b) for a, b in
                         zip(r["eigenvalues"], reference["eigenvalues"], strict=True))
@@ -229,14 +249,17 @@ def main() -> None:
                        if "gpu" in done and method != "gpu" else "")
             rows.append([n, method, f"{r['seconds']:.2f}", r["passes"] or "",
                          f"{r['pass_s']:.3f}" if r["passes"] else "", r["mode"],
-                         f"{error:.1e}", f"{r['host_gib']:.1f}",
+                         f"{error:.1e}",
+                         f"{r['transform_diff']:.1e}" if method == "gpu" else "",
+                         f"{r['host_gib']:.1f}",
                          f"{r['gpu_gib']:.1f}" if method == "gpu" else "", speedup])
     solver = (f"nystrom, {args.landmarks} landmarks" if args.solver == "nystrom"
               else "randomized")
     source = f", from Zarr ({'float32' if args.float32 else 'float64'})" if args.zarr else ""
     print(f"\nKernelPCA(10, solver={solver}), RBF, n x {args.d} Gaussian mixture{source}\n")
     print(markdown_table(["n", "method", "fit (s)", "passes", "pass (s)", "tiles",
-                          "eigenvalue diff", "host peak GiB", "GPU pool GiB",
+                          "eigenvalue diff", "transform gpu vs cpu", "host peak GiB",
+                          "GPU pool GiB",
                           "time / gpu time"], rows))
 
 
