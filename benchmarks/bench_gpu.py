@@ -39,7 +39,7 @@ Usage::
     python benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 900
     python benchmarks/bench_gpu.py --tile-probe 100000
     python benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
-        --zarr /tmp/blobs.zarr --only gpu cpu
+        --zarr benchmarks/results/blobs.zarr --only gpu cpu
 """
 
 from __future__ import annotations
@@ -200,7 +200,11 @@ def _tile_probe(n: int, d: int) -> None:
 
 
 def _write_zarr(path: str, n: int, d: int, float32: bool) -> None:
+    import os
+
     import dask.array as da
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
 
     X = _data(n, d).astype(np.float32 if float32 else np.float64)
     da.from_array(X, chunks=(100_000, d)).to_zarr(path, overwrite=True)

@@ -32,7 +32,7 @@ case "$part" in
   large)
     run 240 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
     run 320 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
-      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 150
+      --zarr benchmarks/results/blobs.zarr --only gpu cpu --timeout 150
     ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
