@@ -154,9 +154,11 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
                        help="--scheduler: how long to wait for it to come up, retrying with "
                             "backoff (default: 600); then exit with status 75")
     group.add_argument("--device", choices=DEVICES, default="cpu",
-                       help="where the randomized solver evaluates and keeps the kernel tiles: "
-                            "cuda = each worker's NVIDIA GPU, through CuPy (default: cpu; "
-                            "the embedded cluster then has one worker, for one GPU)")
+                       help="where the kernel work runs: cuda = each worker's NVIDIA GPU, "
+                            "through CuPy (the randomized and sketch solvers' tiles, Nystrom's "
+                            "pass, transform, pre-images, model selection's eigenproblems; "
+                            "default: cpu; the embedded cluster then has one worker, for one "
+                            "GPU)")
     group.add_argument("--tls-ca-file", help="TLS: certificate authority (PEM)")
     group.add_argument("--tls-cert", help="TLS: certificate of this client (PEM)")
     group.add_argument("--tls-key", help="TLS: private key of --tls-cert (PEM)")
