@@ -163,20 +163,11 @@ def _device_function(function: Any) -> Any:
     return on_device
 
 
-abs = _device_function(np.abs)  # CuPy's name, shadowing the builtin here
-sign = _device_function(np.sign)
-sqrt = _device_function(np.sqrt)
-argmax = _device_function(np.argmax)
-diag = _device_function(np.diag)
-hstack = _device_function(np.hstack)
-arange = _device_function(np.arange)
-einsum = _device_function(np.einsum)
-exp = _device_function(np.exp)
-flatnonzero = _device_function(np.flatnonzero)
-isfinite = _device_function(np.isfinite)
-isin = _device_function(np.isin)
-maximum = _device_function(np.maximum)
-where = _device_function(np.where)
+#: The module functions dkpca's device code calls, each as CuPy has it (``abs`` shadows the
+#: builtin here, as in CuPy).
+_FUNCTIONS = ("abs", "arange", "argmax", "diag", "einsum", "exp", "flatnonzero", "hstack",
+              "isfinite", "isin", "maximum", "sign", "sqrt", "where")
+globals().update({name: _device_function(getattr(np, name)) for name in _FUNCTIONS})
 
 
 def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:

@@ -51,6 +51,15 @@ def _fit(X, device: str, **params) -> KernelPCA:
         return KernelPCA(8, solver="randomized", random_state=0, tol=tol, **params).fit(X)
 
 
+def _record_copies_to_gpu(cupy, monkeypatch) -> list[tuple[int, ...]]:
+    """The shapes of the arrays copied to the device from now on (``cupy.asarray`` calls)."""
+    shapes: list[tuple[int, ...]] = []
+    asarray = cupy.asarray
+    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kwargs:
+                        shapes.append(np.shape(a)) or asarray(a, *args, **kwargs))
+    return shapes
+
+
 def _assert_same_fit(got: KernelPCA, want: KernelPCA, rtol: float) -> None:
     np.testing.assert_allclose(got.eigenvalues_, want.eigenvalues_, rtol=rtol)
     signs = np.sign(np.sum(got.eigenvectors_ * want.eigenvectors_, axis=0))
@@ -150,10 +159,7 @@ def test_gpu_and_cpu_transforms_of_one_model_agree(cupy, blobs, monkeypatch, sol
     model = KernelPCA(6, solver=solver, random_state=0).fit(blobs[:1500])
     X_new = blobs[1500:2100] + 0.05
     want = model.transform(X_new)
-    to_gpu = []
-    asarray = cupy.asarray
-    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kwargs:
-                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kwargs))
+    to_gpu = _record_copies_to_gpu(cupy, monkeypatch)
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
         got = model.transform(X_new)
     assert isinstance(got, np.ndarray)
@@ -172,10 +178,7 @@ def test_the_nystrom_pass_runs_on_the_gpu(cupy, blobs, monkeypatch, dtype, rtol)
     X = blobs.astype(dtype)
     kwargs = {"solver": "nystrom", "n_landmarks": 300, "random_state": 0}
     want = KernelPCA(6, **kwargs).fit(X)
-    to_gpu = []
-    asarray = cupy.asarray
-    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kw:
-                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kw))
+    to_gpu = _record_copies_to_gpu(cupy, monkeypatch)
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
         got = KernelPCA(6, **kwargs).fit(X)
     assert sum(shape[0] for shape in to_gpu if shape[1:] == (X.shape[1],)) >= len(X)
@@ -214,10 +217,7 @@ def test_fixed_point_preimages_iterate_on_the_gpu(cupy, blobs, monkeypatch):
     model = KernelPCA(8, kernel="rbf", sigma2=4.0, solver="exact").fit(blobs[:600])
     noisy = blobs[600:900] + 0.1 * np.random.default_rng(0).normal(size=(300, 16))
     want = model.denoise(noisy)
-    to_gpu = []
-    asarray = cupy.asarray
-    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kw:
-                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kw))
+    to_gpu = _record_copies_to_gpu(cupy, monkeypatch)
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
         got = model.denoise(noisy)
     assert (600, 16) in to_gpu  # the basis points
@@ -232,10 +232,7 @@ def test_the_sketch_solver_multiplies_its_kernel_on_the_gpu(cupy, blobs, monkeyp
     kwargs = {"solver": "sketch", "sketch_dim": 60, "sketch_method": method, "random_state": 0,
               "cache_dtype": "float64"}
     want = KernelPCA(6, **kwargs).fit(blobs[:1500])
-    to_gpu = []
-    asarray = cupy.asarray
-    monkeypatch.setattr(cupy, "asarray", lambda a, *args, **kw:
-                        to_gpu.append(np.shape(a)) or asarray(a, *args, **kw))
+    to_gpu = _record_copies_to_gpu(cupy, monkeypatch)
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
         got = KernelPCA(6, **kwargs).fit(blobs[:1500])
     assert (1500, 16) in to_gpu or sum(s[0] for s in to_gpu if s[1:] == (16,)) >= 1500
