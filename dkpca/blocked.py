@@ -26,6 +26,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import dask
 import dask.array as da
@@ -44,6 +45,7 @@ __all__ = [
     "center_kernel_inplace",
     "compute",
     "gather_kernel",
+    "kernel_device",
     "kernel_diagonal",
     "kernel_matrix",
     "kernel_product",
@@ -170,6 +172,27 @@ def _strip_product(
     return out
 
 
+def kernel_device(kernel: Kernel, *arrays: Any) -> str:
+    """Return where ``kernel`` is evaluated on blocks of ``arrays``: ``"cpu"`` or ``"cuda"``.
+
+    The ``dkpca.device`` setting's device, except for sparse data (a dask array is judged by
+    its blocks) and kernels without GPU code (their scipy calls), which stay on the CPU.
+
+    Examples
+    --------
+    >>> import dask, numpy as np, scipy.sparse
+    >>> from dkpca.kernels import RBF, Laplacian
+    >>> with dask.config.set({"dkpca.device": "cuda"}):
+    ...     (kernel_device(RBF(), np.ones((2, 2))), kernel_device(Laplacian(), np.ones((2, 2))),
+    ...      kernel_device(RBF(), scipy.sparse.eye(2, format="csr")))
+    ('cuda', 'cpu', 'cpu')
+    """
+    if not kernel.runs_on_gpu or any(scipy.sparse.issparse(getattr(A, "_meta", A))
+                                     for A in arrays):
+        return "cpu"
+    return configured_device()
+
+
 def kernel_product(
     kernel: Kernel,
     X: da.Array,
@@ -214,8 +237,7 @@ def kernel_product(
     Y = _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
     Vd = view_blocks(np.asarray(V), (Y.chunks[0], -1))
     dtype = np.result_type(X.dtype, Y.dtype, V.dtype, np.float32)
-    device = configured_device() if kernel.runs_on_gpu and not any(
-        scipy.sparse.issparse(A._meta) for A in (X, Y)) else "cpu"
+    device = kernel_device(kernel, X, Y)
 
     def tile(Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray) -> np.ndarray:
         Xi, Yj, Vj = (to_device(A, device) for A in (Xi, Yj, Vj))

@@ -32,8 +32,8 @@ import scipy.linalg
 import scipy.sparse
 from sklearn.exceptions import NotFittedError
 
-from dkpca._device import array_module, configured_device, to_device, to_host
-from dkpca.blocked import compute, kernel_product
+from dkpca._device import array_module, to_device, to_host
+from dkpca.blocked import compute, kernel_device, kernel_product
 from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
 
@@ -191,7 +191,7 @@ def fixed_point_blocks(
     computed together, the pre-images are computed once. The tasks iterate on the device of
     the ``dkpca.device`` setting.
     """
-    device = "cpu" if scipy.sparse.issparse(basis.basis) else configured_device()
+    device = kernel_device(basis.kernel, basis.basis)
     shared = dask.delayed(basis, pure=True)
     score_blocks = scores.rechunk({1: -1}).to_delayed().ravel()
     start_blocks = (start.rechunk({0: scores.chunks[0], 1: -1}).to_delayed().ravel()

@@ -23,10 +23,11 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from dkpca._device import array_module, configured_device, to_device, to_host
+from dkpca._device import array_module, to_device, to_host
 from dkpca.blocked import (
     STRIP_BYTES,
     compute,
+    kernel_device,
     kernel_diagonal,
     scheduler_threads,
     tree_sum,
@@ -139,7 +140,7 @@ def landmark_statistics(
     # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile, and at
     # most STRIP_BYTES: the strip is read four times (exp, shift, sum, syrk), from the shared
     # cache while it fits there, and products on a thousand rows already run at full speed.
-    device = _moments_device(kernel, X, landmarks)
+    device = kernel_device(kernel, X, landmarks)
     strip = max(1, min(worker_block_bytes(block_bytes) // 4,
                        GPU_STRIP_BYTES if device == "cuda" else STRIP_BYTES)
                 // (m * X.dtype.itemsize))
@@ -159,16 +160,6 @@ def landmark_statistics(
 #: Largest strip of ``k(x, L)`` on a GPU: large products keep it busy (host strips stay
 #: within the CPU's cache, :data:`~dkpca.blocked.STRIP_BYTES`).
 GPU_STRIP_BYTES = 2**28
-
-
-def _moments_device(kernel: Kernel, X: da.Array, landmarks: Any) -> str:
-    """Return the device of the ``dkpca.device`` setting, or ``"cpu"`` where it cannot run.
-
-    Sparse data and kernels without GPU code (their scipy calls) stay on the CPU.
-    """
-    if scipy.sparse.issparse(X._meta) or scipy.sparse.issparse(landmarks):
-        return "cpu"
-    return configured_device() if kernel.runs_on_gpu else "cpu"
 
 
 #: Fewest rows per task when a pass is split for the scheduler's threads.
