@@ -22,6 +22,7 @@ from ._validation import check_random_state
 from .blocked import compute
 from .io import as_array, is_lazy
 from .kernels import Kernel
+from .linalg import FLOAT32_MIN_TOL
 from .moments import RowStatistics
 from .solvers import (
     ComponentRule,
@@ -40,7 +41,6 @@ from .solvers import (
 
 __all__ = [
     "EXACT_MAX_SAMPLES",
-    "FLOAT32_MIN_TOL",
     "INCREMENTAL_SOLVERS",
     "RANDOMIZED_MAX_ITER",
     "SolverRun",
@@ -59,10 +59,6 @@ EXACT_MAX_SAMPLES = 2000
 
 #: Default pass budget of the randomized solver.
 RANDOMIZED_MAX_ITER = 30
-
-#: ``cache_dtype="auto"`` stores float32 tiles for tolerances at least this loose: float32
-#: products are accurate to about 1e-7 of the first eigenvalue (see :mod:`dkpca.tiles`).
-FLOAT32_MIN_TOL = 1e-6
 
 #: Solvers whose landmarks are training points chosen from the kernel alone.
 _LANDMARK_SOLVERS = ("nystrom", "fixed_size", "icf")

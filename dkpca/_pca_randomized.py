@@ -22,9 +22,11 @@ A stripe larger than half a worker's memory per thread (wide data chunked by row
 feature stripe is the whole array) is not held: each product then takes two passes, ``X_c V``
 then ``X_cᵀ P`` (tall) or ``X_cᵀ U`` then ``X_c T`` (wide), one chunk at a time.
 
-Centring is explicit inside a dense block (``X_ij - μ_j`` in float64, a cache-sized slab of rows
-at a time, so a product reads the block from memory once) and implicit for a sparse one
-(``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``).
+Centring is explicit inside a dense block (``X_ij - μ_j``, a cache-sized slab of rows at a time,
+so a product reads the block from memory once) and implicit for a sparse one
+(``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``). Dense blocks multiply in float64,
+or in float32 for float32 data at ``tol >= 1e-6`` (:func:`product_dtype`); the blocks' products
+are summed in float64 either way.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .blocked import compute, scheduler_threads, tree_sum, worker_memory_per_thread
 from .io._views import row_view, view_blocks
-from .linalg import block_krylov_eigh, flip_signs, single_threaded_blas
+from .linalg import FLOAT32_MIN_TOL, block_krylov_eigh, flip_signs, single_threaded_blas
 from .moments import available_cores
 
-__all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca"]
+__all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca", "product_dtype"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ _ENTRIES_PIECE = 2**20
 #: stripe makes each product two passes instead of one.
 _STRIPE_SHARE = 0.5
 
-#: Bytes of one float64 slab of a dense block (a few fit the processor's cache at once).
+#: Bytes of one slab of a dense block (a few fit the processor's cache at once).
 _SLAB_BYTES = 2**20
 
 #: Up to this many rows (``min(n, d)``), the Krylov basis may grow to the whole space.
@@ -174,19 +176,19 @@ def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
     return parts[0]
 
 
-def _slab_rows(width: int) -> int:
-    """Rows of a float64 slab of ``width`` columns that stays in the processor's cache."""
-    return max(8, _SLAB_BYTES // (8 * max(width, 1)))
+def _slab_rows(width: int, itemsize: int = 8) -> int:
+    """Rows of a slab of ``width`` columns that stays in the processor's cache."""
+    return max(8, _SLAB_BYTES // (itemsize * max(width, 1)))
 
 
 def _centred_slabs(block: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
-    """Yield ``(rows, X_rows - μ)`` in float64, slab by slab, in one reused buffer.
+    """Yield ``(rows, X_rows - μ)`` in ``μ``'s dtype, slab by slab, in one reused buffer.
 
     Converting and centring a whole block costs two trips through memory for each product;
     a slab is converted, centred and multiplied while it is still in the cache.
     """
-    step = _slab_rows(block.shape[1])
-    buffer = np.empty((min(step, len(block)), block.shape[1]))
+    step = _slab_rows(block.shape[1], mean.dtype.itemsize)
+    buffer = np.empty((min(step, len(block)), block.shape[1]), dtype=mean.dtype)
     for start in range(0, len(block), step):
         rows = slice(start, min(start + step, len(block)))
         slab = buffer[: rows.stop - start]
@@ -194,41 +196,77 @@ def _centred_slabs(block: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice,
         yield rows, slab
 
 
-def _operand(a: np.ndarray) -> np.ndarray:
-    """Return ``a`` as an aligned C-contiguous array, copied only if it is not one.
+def _operand(a: np.ndarray, dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """Return ``a`` as an aligned C-contiguous array of ``dtype``, copied only if it is not one.
 
     An array unpickled from a scheduler's message can sit unaligned in its frame; numpy's
     matmul then copies it in every call, once per slab.
     """
-    return a if a.flags.aligned and a.flags.c_contiguous else np.array(a, order="C")
+    if a.dtype == dtype and a.flags.aligned and a.flags.c_contiguous:
+        return a
+    return np.array(a, dtype=dtype, order="C")
 
 
-def _times(block: object, V: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """``(X_ij - 1 μ_jᵀ) V_j`` in float64."""
+def product_dtype(X_dtype: np.dtype, tol: float) -> np.dtype:
+    """Precision of the products with dense blocks: float32 for float32 data when ``tol`` allows.
+
+    As for the kernel's float32 tiles (:mod:`dkpca._tile_values`): a float32 block, centred
+    by the float32 mean, times a float32 block of vectors is a float32 GEMM, twice as fast
+    as float64 and without a conversion; the mean's rounding comes back as a float64
+    rank-one term and the blocks' products are summed in float64, so the products are
+    accurate to about 1e-7 of the first eigenvalue. Sparse blocks always multiply in float64.
+
+    Examples
+    --------
+    >>> product_dtype(np.dtype("float32"), 1e-6), product_dtype(np.dtype("float32"), 1e-9)
+    (dtype('float32'), dtype('float64'))
+    """
+    return np.dtype(np.float32 if X_dtype == np.float32 and tol >= FLOAT32_MIN_TOL else np.float64)
+
+
+def _times(block: object, V: np.ndarray, mean: np.ndarray,
+           dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """``(X_ij - 1 μ_jᵀ) V_j`` in float64, from GEMMs in ``dtype`` (see :func:`product_dtype`)."""
     if scipy.sparse.issparse(block):
+        V = V.astype(np.float64, copy=False)
         product = np.asarray(block @ V, dtype=np.float64)  # a new array: centred in place
         product -= mean @ V
         return product
-    block, V, mean = np.asarray(block), _operand(V), _operand(mean)
+    block, V, mean = np.asarray(block), _operand(V, dtype), _operand(mean)
+    shift = mean.astype(dtype)
     out = np.empty((len(block), V.shape[1]))
+    # float32: each slab's product is cast into ``out`` from a buffer reused for all slabs
+    part = None if dtype == np.float64 else np.empty(
+        (_slab_rows(block.shape[1], 4), V.shape[1]), dtype=dtype)
     with single_threaded_blas():  # a task among others: the scheduler's threads are the cores
-        for rows, slab in _centred_slabs(block, mean):
-            np.matmul(slab, V, out=out[rows])
+        for rows, slab in _centred_slabs(block, shift):
+            if part is None:
+                np.matmul(slab, V, out=out[rows])
+            else:
+                out[rows] = np.matmul(slab, V, out=part[: len(slab)])
+    if part is not None:  # the float32 mean's rounding, μ - μ₃₂, exactly: a rank-one term
+        out -= (mean - shift) @ V
     return out
 
 
-def _rtimes(block: object, U: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """``(X_ij - 1 μ_jᵀ)ᵀ U_i`` in float64."""
+def _rtimes(block: object, U: np.ndarray, mean: np.ndarray,
+            dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """``(X_ij - 1 μ_jᵀ)ᵀ U_i`` in float64, from GEMMs in ``dtype`` (see :func:`product_dtype`)."""
     if scipy.sparse.issparse(block):
+        U = U.astype(np.float64, copy=False)
         return np.asarray(block.T @ U, dtype=np.float64) - np.outer(mean, U.sum(axis=0))
-    block, U, mean = np.asarray(block), _operand(U), _operand(mean)
+    block, mean = np.asarray(block), _operand(mean)
+    shift = mean.astype(dtype)
+    U_cast = _operand(U, dtype)
     out = np.zeros((block.shape[1], U.shape[1]))
     # One product buffer for all slabs: a new one each time costs page faults where large
     # allocations are not reused (Dask's workers set MALLOC_TRIM_THRESHOLD_).
-    part = np.empty_like(out)
+    part = np.empty(out.shape, dtype=dtype)
     with single_threaded_blas():
-        for rows, slab in _centred_slabs(block, mean):
-            out += np.matmul(slab.T, U[rows], out=part)
+        for rows, slab in _centred_slabs(block, shift):
+            out += np.matmul(slab.T, U_cast[rows], out=part)
+    if dtype != np.float64:  # the float32 mean's rounding, as in _times
+        out -= np.outer(mean - shift, U.sum(axis=0, dtype=np.float64))
     return out
 
 
@@ -236,11 +274,12 @@ class _CentredOperator:
     """Blocked products with ``X_c = X - 1 μᵀ`` over a grid of delayed blocks."""
 
     def __init__(self, blocks: np.ndarray, row_chunks: tuple, col_chunks: tuple,
-                 mean: np.ndarray):
+                 mean: np.ndarray, dtype: np.dtype):
         self.blocks = blocks
         self.rows = np.cumsum((0, *row_chunks))
         self.cols = np.cumsum((0, *col_chunks))
         self.mean = mean
+        self.dtype = dtype
         self._mean_keys: list | None = None
         self.passes = 0
 
@@ -253,16 +292,23 @@ class _CentredOperator:
     def _pieces(self, V: np.ndarray, bounds: np.ndarray) -> list:
         """Cut ``V`` at ``bounds`` (feature or row stripes), each piece one key of the graph.
 
-        A distributed scheduler then sends a piece to a worker once, not once per task.
+        A distributed scheduler then sends a piece to a worker once, not once per task;
+        pieces go in the products' precision (float32 products: half the bytes).
         """
+        V = V.astype(self.dtype, copy=False)
         return [dask.delayed(V[a:b], traverse=False) for a, b in itertools.pairwise(bounds)]
+
+    def _times(self, i: int, j: int, V: object) -> object:
+        return dask.delayed(_times)(self.blocks[i, j], V, self._means(j), self.dtype)
+
+    def _rtimes(self, i: int, j: int, U: object) -> object:
+        return dask.delayed(_rtimes)(self.blocks[i, j], U, self._means(j), self.dtype)
 
     def times(self, V: np.ndarray) -> np.ndarray:
         """``X_c V`` (``n × b``): one pass."""
         stripes, pieces = [], self._pieces(V, self.cols)
         for i in range(self.blocks.shape[0]):
-            parts = [dask.delayed(_times)(self.blocks[i, j], pieces[j], self._means(j))
-                     for j in range(self.blocks.shape[1])]
+            parts = [self._times(i, j, pieces[j]) for j in range(self.blocks.shape[1])]
             stripes.append(tree_sum(parts))
         self.passes += 1
         return np.vstack(compute(*stripes))
@@ -271,8 +317,7 @@ class _CentredOperator:
         """``X_cᵀ U`` (``d × b``): one pass."""
         stripes, pieces = [], self._pieces(U, self.rows)
         for j in range(self.blocks.shape[1]):
-            parts = [dask.delayed(_rtimes)(self.blocks[i, j], pieces[i], self._means(j))
-                     for i in range(self.blocks.shape[0])]
+            parts = [self._rtimes(i, j, pieces[i]) for i in range(self.blocks.shape[0])]
             stripes.append(tree_sum(parts))
         self.passes += 1
         return np.vstack(compute(*stripes))
@@ -287,10 +332,9 @@ class _CentredOperator:
         outputs: list[list] = [[] for _ in range(n_cols)]
         pieces = self._pieces(V, self.cols)
         for i in range(n_rows):
-            P = tree_sum([dask.delayed(_times)(self.blocks[i, j], pieces[j], self._means(j))
-                          for j in range(n_cols)])
+            P = tree_sum([self._times(i, j, pieces[j]) for j in range(n_cols)])
             for j in range(n_cols):
-                outputs[j].append(dask.delayed(_rtimes)(self.blocks[i, j], P, self._means(j)))
+                outputs[j].append(self._rtimes(i, j, P))
         self.passes += 1
         return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
 
@@ -304,10 +348,9 @@ class _CentredOperator:
         outputs: list[list] = [[] for _ in range(n_rows)]
         pieces = self._pieces(U, self.rows)
         for j in range(n_cols):
-            T = tree_sum([dask.delayed(_rtimes)(self.blocks[i, j], pieces[i], self._means(j))
-                          for i in range(n_rows)])
+            T = tree_sum([self._rtimes(i, j, pieces[i]) for i in range(n_rows)])
             for i in range(n_rows):
-                outputs[i].append(dask.delayed(_times)(self.blocks[i, j], T, self._means(j)))
+                outputs[i].append(self._times(i, j, T))
         self.passes += 1
         return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
 
@@ -320,8 +363,8 @@ class _InMemoryOperator:
     second thread (BENCHMARKS.md §11) and each thread holds a ``d × b`` partial.
     """
 
-    def __init__(self, X: object, mean: np.ndarray):
-        self.X, self.mean, self.passes = X, mean, 0
+    def __init__(self, X: object, mean: np.ndarray, dtype: np.dtype):
+        self.X, self.mean, self.dtype, self.passes = X, mean, dtype, 0
         n, d = X.shape
         sparse = scipy.sparse.issparse(X)
         width = max(1, X.nnz // max(n, 1)) if sparse else d
@@ -341,14 +384,15 @@ class _InMemoryOperator:
                 lambda rows: strip_product(rows, row_view(self.X, rows.start, rows.stop)), strips)
 
     def times(self, V: np.ndarray) -> np.ndarray:
-        return np.vstack(list(self._map(lambda rows, block: _times(block, V, self.mean))))
+        return np.vstack(list(self._map(
+            lambda rows, block: _times(block, V, self.mean, self.dtype))))
 
     def rtimes(self, U: np.ndarray) -> np.ndarray:
-        return sum(self._map(lambda rows, block: _rtimes(block, U[rows], self.mean)))
+        return sum(self._map(lambda rows, block: _rtimes(block, U[rows], self.mean, self.dtype)))
 
     def scatter_times(self, V: np.ndarray) -> np.ndarray:
-        return sum(self._map(
-            lambda rows, block: _rtimes(block, _times(block, V, self.mean), self.mean)))
+        return sum(self._map(lambda rows, block: _rtimes(
+            block, _times(block, V, self.mean, self.dtype), self.mean, self.dtype)))
 
     def gram_times(self, U: np.ndarray) -> np.ndarray:
         return self.times(self.rtimes(U))  # rows in memory: two sweeps cost no reading
@@ -428,7 +472,7 @@ def fit_randomized_pca(
     -----
     Memory on the client: two ``m × max_basis`` arrays (``m = min(n, d)``) and one
     ``max(n, d) × b`` block; on a worker, one stripe of blocks while its partial product
-    forms (a row stripe for tall data, a feature stripe for wide), and per task a float64 slab
+    forms (a row stripe for tall data, a feature stripe for wide), and per task a slab
     of about 1 MiB. Work: ``O(nnz(X) · b)`` per pass, ``O(m · max_basis · b)`` on the client.
 
     Examples
@@ -447,10 +491,11 @@ def fit_randomized_pca(
     if not (np.isfinite(mean).all() and np.isfinite(m2).all()):
         raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
     total = float(m2.sum()) / (n - 1)
+    dtype = product_dtype(np.dtype(X.dtype), tol)
     if isinstance(X, da.Array):
-        operator = _CentredOperator(blocks, chunked.chunks[0], chunked.chunks[1], mean)
+        operator = _CentredOperator(blocks, chunked.chunks[0], chunked.chunks[1], mean, dtype)
     else:
-        operator = _InMemoryOperator(X, mean)
+        operator = _InMemoryOperator(X, mean, dtype)
     operator.passes = 1
     side = min(n, d)
     width = min(side, k + (oversampling if oversampling is not None else max(10, k // 2)))

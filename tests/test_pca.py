@@ -414,6 +414,51 @@ def test_randomized_float32_and_tight_tolerance():
     np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, rtol=1e-5)
 
 
+def test_float32_block_products_keep_float64_accuracy_of_the_centring():
+    """Float32 GEMMs on a block far from the origin: the float32 mean's rounding comes back."""
+    from dkpca._pca_randomized import _rtimes, _times
+
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(300, 70)) + rng.uniform(1e3, 1e4, 70)).astype(np.float32)
+    mean = X.astype(np.float64).mean(axis=0)
+    V, U = rng.normal(size=(70, 5)), rng.normal(size=(300, 5))
+    Xc = X.astype(np.float64) - mean
+    for dtype in (np.float64, np.float32):
+        product, rproduct = _times(X, V, mean, dtype), _rtimes(X, U, mean, dtype)
+        assert product.dtype == rproduct.dtype == np.float64
+        # without the rank-one term for μ - float32(μ) the error would be about 1e-4 here
+        rtol = 1e-12 if dtype == np.float64 else 3e-6
+        assert np.abs(product - Xc @ V).max() <= rtol * np.abs(Xc @ V).max()
+        assert np.abs(rproduct - Xc.T @ U).max() <= rtol * np.abs(Xc.T @ U).max()
+
+
+@pytest.mark.parametrize("chunks", [None, (100, 30)])
+def test_randomized_products_in_float32_only_where_the_tolerance_allows(monkeypatch, chunks):
+    """float32 data at tol >= 1e-6: float32 GEMMs, errors within tol of the first eigenvalue;
+    at a tighter tol, float64 products reach it."""
+    import dkpca._pca_randomized
+
+    X = _spectrum_data(400, 90, mean=500.0).astype(np.float32)
+    data = X if chunks is None else da.from_array(X, chunks=chunks)
+    Xc = X.astype(np.float64) - X.astype(np.float64).mean(axis=0)
+    exact = np.linalg.svd(Xc, compute_uv=False)[:5] ** 2 / (len(X) - 1)
+    seen = set()
+    original = dkpca._pca_randomized._times
+
+    def spy(block, V, mean, dtype=np.float64):
+        seen.add(np.dtype(dtype))
+        return original(block, V, mean, dtype)
+
+    monkeypatch.setattr(dkpca._pca_randomized, "_times", spy)
+    for tol, dtype, rtol in ((1e-6, np.float32, 1e-6), (1e-11, np.float64, 1e-10)):
+        seen.clear()
+        pca = PCA(5, solver="randomized", tol=tol, random_state=0).fit(data)
+        assert seen == {np.dtype(dtype)}
+        # float32 explained variances: compare the float64 eigenvalues behind them
+        errors = np.abs(pca.explained_variance_.astype(np.float64) - exact) / exact[0]
+        assert errors.max() <= max(rtol, 1e-7)
+
+
 def test_auto_chooses_randomized_beyond_the_memory_budget():
     X = _spectrum_data(200, 150)
     assert PCA(3).fit(X).solver_ == "covariance"
