@@ -31,6 +31,7 @@ are summed in float64 either way.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import warnings
@@ -45,6 +46,7 @@ import psutil
 import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning
 
+from ._tile_holders import active_client
 from .blocked import compute, scheduler_threads, tree_sum, worker_memory_per_thread
 from .io._views import row_view, view_blocks
 from .linalg import FLOAT32_MIN_TOL, block_krylov_eigh, flip_signs, single_threaded_blas
@@ -292,11 +294,17 @@ class _CentredOperator:
     def _pieces(self, V: np.ndarray, bounds: np.ndarray) -> list:
         """Cut ``V`` at ``bounds`` (feature or row stripes), each piece one key of the graph.
 
-        A distributed scheduler then sends a piece to a worker once, not once per task;
-        pieces go in the products' precision (float32 products: half the bytes).
+        A piece goes to a worker once, not once per task, in the products' precision (float32
+        products: half the bytes). Under a distributed client the pieces are scattered
+        beside the graph, not embedded in it: ``V`` has a row per sample or feature, and a
+        graph of many MiB stalls the scheduler (and draws its "large graph" warning).
         """
         V = V.astype(self.dtype, copy=False)
-        return [dask.delayed(V[a:b], traverse=False) for a, b in itertools.pairwise(bounds)]
+        pieces = [V[a:b] for a, b in itertools.pairwise(bounds)]
+        client = active_client()
+        if client is not None:
+            return client.scatter(pieces, hash=False)
+        return [dask.delayed(piece, traverse=False) for piece in pieces]
 
     def _times(self, i: int, j: int, V: object) -> object:
         return dask.delayed(_times)(self.blocks[i, j], V, self._means(j), self.dtype)
@@ -487,15 +495,19 @@ def fit_randomized_pca(
     n, d = X.shape
     chunked = _as_chunked(X)
     blocks = chunked.to_delayed()
-    mean, m2, block_bytes = block_statistics(blocks)
+    in_memory = not isinstance(X, da.Array)
+    # in-memory data stay in this process, whose threads run the products: under a
+    # distributed client the statistics must not ship them to the workers inside a graph
+    with dask.config.set(scheduler="threads") if in_memory else contextlib.nullcontext():
+        mean, m2, block_bytes = block_statistics(blocks)
     if not (np.isfinite(mean).all() and np.isfinite(m2).all()):
         raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
     total = float(m2.sum()) / (n - 1)
     dtype = product_dtype(np.dtype(X.dtype), tol)
-    if isinstance(X, da.Array):
-        operator = _CentredOperator(blocks, chunked.chunks[0], chunked.chunks[1], mean, dtype)
-    else:
+    if in_memory:
         operator = _InMemoryOperator(X, mean, dtype)
+    else:
+        operator = _CentredOperator(blocks, chunked.chunks[0], chunked.chunks[1], mean, dtype)
     operator.passes = 1
     side = min(n, d)
     width = min(side, k + (oversampling if oversampling is not None else max(10, k // 2)))
@@ -509,7 +521,7 @@ def fit_randomized_pca(
     # One pass a product holds a row (tall) or feature (wide) stripe of blocks on a worker;
     # stripes larger than its budget take two passes a product and hold one block at a time.
     stripe_bytes = int(block_bytes.sum(axis=1 if d <= n else 0).max())
-    if isinstance(X, da.Array) and stripe_bytes > _stripe_budget():
+    if not in_memory and stripe_bytes > _stripe_budget():
         logger.info("randomized PCA: stripes of %d bytes exceed the budget, two passes a "
                     "product", stripe_bytes)
         if d <= n:

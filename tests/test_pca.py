@@ -492,3 +492,22 @@ def test_randomized_on_a_distributed_cluster(client):
     np.testing.assert_allclose(remote.explained_variance_, local.explained_variance_,
                                rtol=1e-9)
     np.testing.assert_allclose(remote.components_, local.components_, atol=1e-7)
+
+
+@pytest.mark.distributed
+def test_randomized_sends_its_vectors_beside_the_graph(client):
+    """V (a row per sample or feature) is scattered, not embedded in each pass's graph."""
+    X = _spectrum_data(3000, 400)  # tall: V is 400 x 20 float64, 64 kB a pass
+    data = da.from_array(X, chunks=(1000, 200)).persist()  # on the workers: not in the graph
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "40kB"}), \
+            warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Sending large graph")
+        pca = PCA(4, solver="randomized", tol=1e-10, random_state=0).fit(data)
+    exact = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)[:4] ** 2 / (len(X) - 1)
+    np.testing.assert_allclose(pca.explained_variance_, exact, rtol=1e-9)
+    # in-memory data stay in this process: the statistics pass ships nothing either
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "40kB"}), \
+            warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Sending large graph")
+        local = PCA(4, solver="randomized", tol=1e-10, random_state=0).fit(X)
+    np.testing.assert_allclose(local.explained_variance_, exact, rtol=1e-9)
