@@ -26,6 +26,12 @@ def kernel_entropy(
     grid: the bin edges ``b / n_bins`` of the kernel values are squared distances
     ``-2σ² log(b / n_bins)``, counted by binary search.
 
+    References
+    ----------
+    D. Widjaja, C. Varon, A. C. Dorado, J. A. K. Suykens and S. Van Huffel, "Application of
+    kernel principal component analysis for single-lead-ECG-derived respiration", IEEE Trans.
+    Biomedical Engineering 59(4), 1169–1176, 2012.
+
     Examples
     --------
     >>> from dkpca.selection._spectra import squared_distances

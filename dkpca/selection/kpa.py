@@ -38,6 +38,14 @@ def permutation_spectra(
 
     The eigenproblems run on ``device`` (see :func:`centred_rbf_eigenvalues`).
 
+    References
+    ----------
+    K. W. Jørgensen and L. K. Hansen, "Model selection for Gaussian kernel PCA denoising",
+    IEEE Trans. Neural Networks and Learning Systems 23(1), 163–168, 2012.
+
+    J. L. Horn, "A rationale and test for the number of factors in factor analysis",
+    Psychometrika 30(2), 179–185, 1965.
+
     Examples
     --------
     >>> X = np.random.default_rng(0).normal(size=(30, 3))

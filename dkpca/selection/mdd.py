@@ -138,6 +138,12 @@ def noise_spectra(
     only on ``seed``, so a set of draws is the same on any scheduler. The distances are drawn
     on the host; the eigenproblems run on ``device`` (see :func:`centred_rbf_eigenvalues`).
 
+    References
+    ----------
+    C. Varon, C. Alzate and J. A. K. Suykens, "Noise level estimation for model selection in
+    kernel PCA denoising", IEEE Trans. Neural Networks and Learning Systems 26(11),
+    2650–2663, 2015 (the "MDD paper").
+
     Examples
     --------
     >>> m = DistanceMoments(1.0, 0.3, 0.1, 2.9, 2.0, 1000)
@@ -173,6 +179,12 @@ def structural_information(
     data: np.ndarray, noise: np.ndarray, n_components: np.ndarray | int
 ) -> np.ndarray:
     """Eq. (15): ``I_s = Σ_{i <= n_c} (λ_i - τ_i)`` per row (``n_c`` per row or fixed).
+
+    References
+    ----------
+    C. Varon, C. Alzate and J. A. K. Suykens, "Noise level estimation for model selection in
+    kernel PCA denoising", IEEE Trans. Neural Networks and Learning Systems 26(11),
+    2650–2663, 2015 (the "MDD paper").
 
     Examples
     --------

@@ -204,6 +204,16 @@ def fit_randomized(
     Streaming: memory one tile per thread plus the ``n × (passes · b)`` Krylov basis; each
     pass costs a full kernel evaluation (``O(n² d)``, halved by symmetry).
 
+    References
+    ----------
+    C. Musco and C. Musco, "Randomized block Krylov methods for stronger and faster
+    approximate singular value decomposition", Advances in Neural Information Processing
+    Systems 28, 2015.
+
+    N. Halko, P.-G. Martinsson and J. A. Tropp, "Finding structure with randomness:
+    probabilistic algorithms for constructing approximate matrix decompositions", SIAM Review
+    53(2), 217–288, 2011.
+
     Examples
     --------
     >>> import numpy as np, dask.array as da
