@@ -213,8 +213,8 @@ def product_dtype(X_dtype: np.dtype, tol: float) -> np.dtype:
     """Precision of the products with dense blocks: float32 for float32 data when ``tol`` allows.
 
     As for the kernel's float32 tiles (:mod:`dkpca._tile_values`): a float32 block, centred
-    by the float32 mean, times a float32 block of vectors is a float32 GEMM, twice as fast
-    as float64 and without a conversion; the mean's rounding comes back as a float64
+    by the float32 mean, times a float32 block of vectors is a float32 GEMM, about half the
+    time of float64 and without a conversion; the mean's rounding comes back as a float64
     rank-one term and the blocks' products are summed in float64, so the products are
     accurate to about 1e-7 of the first eigenvalue. Sparse blocks always multiply in float64.
 

@@ -81,8 +81,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         eigenvalue; every eigenvalue is then within ``tol`` of the first one's size of a true
         eigenvalue (relative error ≤ 1e-6 by default, usually far less). For float32 data at
         ``tol >= 1e-6`` dense blocks are multiplied in float32 (summed in float64, accurate to
-        about 1e-7 of the first eigenvalue; twice as fast); a tighter ``tol`` multiplies in
-        float64.
+        about 1e-7 of the first eigenvalue; about half the time of float64 products); a
+        tighter ``tol`` multiplies in float64.
     max_iter : int, default=100
         Randomized solver: most products with ``X_cᵀ X_c`` (or ``X_c X_cᵀ``); a
         :class:`~sklearn.exceptions.ConvergenceWarning` says when ``tol`` was not reached.
