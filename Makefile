@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_scaling.py
 	$(PY) benchmarks/bench_krylov.py
 	$(PY) benchmarks/bench_incremental.py
+	$(PY) benchmarks/bench_pca_blocks.py
 	$(PY) benchmarks/bench_pca_randomized.py --n-samples 30000 --n-features 30000 --chunk 2500 --memory-fraction 0.8
 
 # The Sphinx site, warnings as errors, then its internal links (no network needed).
