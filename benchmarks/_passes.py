@@ -24,6 +24,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from _common import best_time
 
 from dkpca.kernels import RBF
 from dkpca.solvers.randomized import AUTO_BLOCK_WIDTH
@@ -32,29 +33,20 @@ from dkpca.tiles import cache_kernel_tiles, symmetric_kernel_product
 __all__ = ["hardware_rates", "measure_passes"]
 
 
-def _best(function, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def hardware_rates(block_width: int) -> dict[str, float]:
     """Measured float32 GEMM rates (flop/s), copy bandwidth (byte/s) and expm1 rate (1/s)."""
     rng = np.random.default_rng(0)
     A = rng.standard_normal((4096, 4096)).astype(np.float32)
     B = rng.standard_normal((4096, 4096)).astype(np.float32)
     A @ B
-    gemm = 2 * 4096**3 / _best(lambda: A @ B)
+    gemm = 2 * 4096**3 / best_time(lambda: A @ B)
     tall = B[:, :block_width].copy()
     A @ tall
-    gemm_tall = 2 * 4096**2 * block_width / _best(lambda: A @ tall, repeat=5)
+    gemm_tall = 2 * 4096**2 * block_width / best_time(lambda: A @ tall, repeat=5)
     source = np.ones(2**28 // 8)
     target = np.empty_like(source)
     np.copyto(target, source)
-    copy = 2 * source.nbytes / _best(lambda: np.copyto(target, source))
+    copy = 2 * source.nbytes / best_time(lambda: np.copyto(target, source))
     E = -rng.random((4096, 8192), dtype=np.float32)
     out = np.empty_like(E)
     halves = np.array_split(np.arange(E.shape[0]), 2)
@@ -65,7 +57,7 @@ def hardware_rates(block_width: int) -> dict[str, float]:
                                                 out=out[rows[0]:rows[-1] + 1]), halves))
 
         expm1_split()
-        expm1 = E.size / _best(expm1_split)
+        expm1 = E.size / best_time(expm1_split)
     return {"gemm_flops": gemm, "gemm_tall_flops": gemm_tall, "copy_bytes": copy,
             "expm1_entries": expm1}
 
@@ -81,7 +73,7 @@ def _cached_pass(
     tiles = cache_kernel_tiles(kernel, Xd, block_bytes=block_bytes, dtype=np.float32)
     cache_s = time.perf_counter() - start
     tiles.matmul(V)
-    return cache_s, _best(lambda: tiles.matmul(V)), tiles.nbytes
+    return cache_s, best_time(lambda: tiles.matmul(V)), tiles.nbytes
 
 
 def measure_passes(X: np.ndarray, *, block_bytes: int = 128 * 2**20) -> dict[str, Any]:
@@ -100,7 +92,7 @@ def measure_passes(X: np.ndarray, *, block_bytes: int = 128 * 2**20) -> dict[str
     product_flops = 2.0 * n * n * b
     cached_bound = max(product_flops / rates["gemm_flops"], tile_bytes / rates["copy_bytes"])
     blas_bound = max(product_flops / rates["gemm_tall_flops"], tile_bytes / rates["copy_bytes"])
-    streamed_s = _best(lambda: symmetric_kernel_product(
+    streamed_s = best_time(lambda: symmetric_kernel_product(
         kernel, Xd, V, block_bytes=block_bytes, dtype=np.float32), repeat=2)
     upper = n * n / 2.0
     streamed_bound = ((2.0 * upper * (d + 2) + product_flops) / rates["gemm_flops"]

@@ -22,25 +22,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
-from _common import dkpca_source, environment, markdown_table, print_environment
+from _common import best_time, dkpca_source, environment, markdown_table, print_environment
 
 from dkpca._pca_randomized import _rtimes, _times
 from dkpca.linalg import single_threaded_blas
-
-
-def best_time(call: Callable[[], object], repeats: int) -> float:
-    """Shortest of ``repeats`` timed calls, in seconds."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def peak_bytes(call: Callable[[], object]) -> int:
