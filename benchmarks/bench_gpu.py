@@ -11,13 +11,20 @@ context, CuPy's kernel compilation), then times the fit:
   are evaluated and kept on the GPU (streamed when they do not fit in its memory);
 - ``cpu``: the threaded scheduler on all cores (dkpca's default);
 - ``arpack``: scikit-learn's ``KernelPCA(eigen_solver="arpack")`` (sizes up to ``--sklearn-max``:
-  it holds the whole ``n × n`` float64 kernel).
+  it holds the whole ``n × n`` float64 kernel);
+- ``gpu64`` and ``cpu64``: the ``gpu`` and ``cpu`` fits at ``tol=1e-10``, which stores float64
+  tiles: the accuracy references of the issue.
 
 Reported per fit: seconds, Krylov passes, the median pass (from the solver's log), whether the
-tiles were cached or streamed, the eigenvalues' largest relative difference from the ``cpu``
-fit of the same size (or from the ``gpu`` fit where no ``cpu`` fit ran), the host's peak RSS and
+tiles were cached or streamed, the eigenvalues' largest relative difference from the reference
+fit of the same size (the first of ``cpu64``, ``gpu64``, ``cpu``, ``gpu`` that ran), the host's
+peak RSS and
 the GPU memory CuPy's pool held at the end (its peak: the pool does not shrink). The speed-ups
-are ``cpu`` / ``gpu`` and ``arpack`` / ``gpu``. For the ``gpu`` fit, the model's scores of the
+are ``cpu`` / ``gpu`` and ``arpack`` / ``gpu``. A GPU fit also measures the GPU's float32 GEMM
+rate (the best of five ``8192 × 8192 × 8192`` products, CuPy's default: no TF32) and reports its
+pass's bound: the flops of one pass (``n² (d + 2)`` for the distance GEMMs of the upper tiles
+when they are streamed, plus ``2 n² b`` for their products with the ``n × b`` block, ``b = 32``)
+at that rate. For the ``gpu`` fit, the model's scores of the
 first 10,000 rows computed on the GPU and on the CPU are compared (largest difference relative
 to the largest score).
 
@@ -54,7 +61,11 @@ import time
 import numpy as np
 from _common import environment, markdown_table, print_environment, run_in_child
 
-METHODS = ("gpu", "cpu", "arpack")
+METHODS = ("gpu", "cpu", "arpack", "gpu64", "cpu64")
+#: ``tol`` of the float64 fits (``gpu64``, ``cpu64``): float64 tiles, the accuracy reference.
+REFERENCE_TOL = 1e-10
+#: Width of the Krylov block for 10 components (``dkpca.solvers.randomized.block_width``).
+BLOCK_WIDTH = 32
 
 
 def _data(n: int, d: int) -> np.ndarray:
@@ -91,8 +102,10 @@ def _fit_once(method: str, X, solver: str, landmarks: int):
 
     import dkpca
 
-    device = {"dkpca.device": "cuda"} if method == "gpu" else {}
+    device = {"dkpca.device": "cuda"} if method.startswith("gpu") else {}
     options = {"n_landmarks": landmarks} if solver == "nystrom" else {}
+    if method.endswith("64"):
+        options["tol"] = REFERENCE_TOL
     with dask.config.set({"scheduler": "threads", **device}):
         return dkpca.KernelPCA(10, solver=solver, random_state=0, **options).fit(X)
 
@@ -116,18 +129,34 @@ def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str |
     seconds = time.perf_counter() - start
     eigenvalues = model.eigenvalues_
     transform_diff = _transform_difference(model, X) if method == "gpu" else float("nan")
-    pool = float("nan")
-    if method == "gpu":
+    pool = rate = float("nan")
+    if method.startswith("gpu"):
         import cupy
 
         pool = cupy.get_default_memory_pool().total_bytes() / 2**30
+        rate = _gpu_gemm_rate()
     results.put({"seconds": seconds, "passes": len(log.passes),
                  "pass_s": statistics.median(log.passes) if log.passes else float("nan"),
                  "mode": log.mode if method != "arpack" else "dense",
                  "eigenvalues": np.asarray(eigenvalues).tolist(),
                  "transform_diff": transform_diff,
                  "host_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-                 "gpu_gib": pool})
+                 "gpu_gib": pool, "gemm_rate": rate})
+
+
+def _gpu_gemm_rate() -> float:
+    """Return the GPU's float32 GEMM rate in flop/s: the best of five 8192³ products."""
+    import cupy
+
+    a = cupy.asarray(np.random.default_rng(0).standard_normal((8192, 8192), dtype=np.float32))
+    best = min(_gpu_seconds(lambda: a @ a) for _ in range(5))
+    return 2 * 8192**3 / best
+
+
+def _pass_bound(n: int, d: int, mode: str, rate: float) -> float:
+    """Seconds of one pass's flops at ``rate``: the streamed tiles' GEMMs, then the products."""
+    flops = 2.0 * n * n * BLOCK_WIDTH + (n * n * (d + 2.0) if mode == "streaming" else 0.0)
+    return flops / rate
 
 
 def _transform_difference(model, X) -> float:
@@ -214,7 +243,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000])
     parser.add_argument("--d", type=int, default=64)
-    parser.add_argument("--only", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--only", nargs="+", choices=METHODS, default=["gpu", "cpu", "arpack"])
     parser.add_argument("--sklearn-max", type=int, default=20_000,
                         help="largest n given to scikit-learn (its kernel is n x n float64)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per fit")
@@ -242,28 +271,33 @@ def main() -> None:
                 _child, (method, n, args.d, args.solver, args.landmarks, args.zarr), args.timeout)
             print(f"{n} {method}: {runs[method]}", flush=True)
         done = {m: r for m, r in runs.items() if r["status"] == "ok"}
-        reference = done.get("cpu", done.get("gpu"))
+        reference = next((done[m] for m in ("cpu64", "gpu64", "cpu", "gpu") if m in done), None)
         for method, r in runs.items():
             if r["status"] != "ok":
-                rows.append([n, method, r["status"], "", "", "", "", "", "", "", ""])
+                rows.append([n, method, r["status"], *[""] * 10])
                 continue
             error = max(abs(a - b) / abs(b) for a, b in
                         zip(r["eigenvalues"], reference["eigenvalues"], strict=True))
             speedup = (f"{r['seconds'] / done['gpu']['seconds']:.1f}x"
                        if "gpu" in done and method != "gpu" else "")
+            bound = (_pass_bound(n, args.d, r["mode"], r["gemm_rate"])
+                     if method.startswith("gpu") and args.solver == "randomized" else None)
             rows.append([n, method, f"{r['seconds']:.2f}", r["passes"] or "",
                          f"{r['pass_s']:.3f}" if r["passes"] else "", r["mode"],
                          f"{error:.1e}",
                          f"{r['transform_diff']:.1e}" if method == "gpu" else "",
                          f"{r['host_gib']:.1f}",
-                         f"{r['gpu_gib']:.1f}" if method == "gpu" else "", speedup])
+                         f"{r['gpu_gib']:.1f}" if method.startswith("gpu") else "",
+                         f"{r['gemm_rate'] / 1e12:.1f}" if bound else "",
+                         f"{r['pass_s'] / bound:.1f}" if bound and r["passes"] else "",
+                         speedup])
     solver = (f"nystrom, {args.landmarks} landmarks" if args.solver == "nystrom"
               else "randomized")
     source = f", from Zarr ({'float32' if args.float32 else 'float64'})" if args.zarr else ""
     print(f"\nKernelPCA(10, solver={solver}), RBF, n x {args.d} Gaussian mixture{source}\n")
     print(markdown_table(["n", "method", "fit (s)", "passes", "pass (s)", "tiles",
                           "eigenvalue diff", "transform gpu vs cpu", "host peak GiB",
-                          "GPU pool GiB",
+                          "GPU pool GiB", "GEMM TFLOP/s", "pass / bound",
                           "time / gpu time"], rows))
 
 

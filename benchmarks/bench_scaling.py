@@ -179,7 +179,11 @@ def main() -> None:
     args = parser.parse_args()
     print_environment(environment(), sys.argv)
     configs = args.configs or _configs(os.cpu_count() or 1)
-    results = [_run(config, args.n, args.d) for config in configs]
+    results = []
+    for config in configs:  # each one printed as it ends: a run cut short still reports
+        results.append(_run(config, args.n, args.d))
+        print(f"{config}: " + json.dumps({k: v for k, v in results[-1].items()
+                                          if k != "eigenvalues"}), flush=True)
     threaded = {r["cores"]: r for r in results
                 if r["config"].startswith("threads:") and "error" not in r}
     rows = []

@@ -7,6 +7,7 @@
 #   <prefix> bash benchmarks/device_checks.sh tests      # GPU tests, then 20,000 and 100,000 rows
 #   <prefix> bash benchmarks/device_checks.sh large      # 1,000,000 rows; Nystrom at 10,000,000
 #   <prefix> bash benchmarks/device_checks.sh cores      # 16-core scaling and MDD, no GPU needed
+#   <prefix> bash benchmarks/device_checks.sh first      # one call: the most telling of each
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -14,9 +15,16 @@ set -u
 PY=${PY:-python3}
 part=${1:-tests}
 
+DEADLINE=${DEADLINE:-560}  # seconds from the start: no step runs past it (the call's limit)
 run() {  # run LIMIT COMMAND...: print the command, run it under a time limit, note its status
   local limit=$1
   shift
+  local left=$((DEADLINE - SECONDS))
+  if [ "$left" -lt 30 ]; then
+    echo "=== skipped (${left} s left before the deadline): $*"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   echo "=== $* (limit ${limit} s)"
   timeout "$limit" "$@"
   echo "=== exit $?"
@@ -34,12 +42,18 @@ case "$part" in
     run 320 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr benchmarks/results/blobs.zarr --only gpu cpu --timeout 150
     ;;
+  first)  # for a session with one call: GPU tests, 100,000 rows, 16-core scaling, 1,000,000
+    run 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py
+    run 200 "$PY" benchmarks/bench_gpu.py --sizes 100000 --only gpu cpu cpu64 --timeout 100
+    run 200 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 2x8 8x2 threads:4
+    run 200 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 190
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first}" >&2
     exit 2
     ;;
 esac
