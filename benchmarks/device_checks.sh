@@ -8,6 +8,7 @@
 #   <prefix> bash benchmarks/device_checks.sh large      # 1,000,000 rows; Nystrom at 10,000,000
 #   <prefix> bash benchmarks/device_checks.sh cores      # 16-core scaling and MDD, no GPU needed
 #   <prefix> bash benchmarks/device_checks.sh first      # one call: the most telling of each
+#   <prefix> bash benchmarks/device_checks.sh rest       # a shorter second call: what first omits
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -48,12 +49,18 @@ case "$part" in
     run 200 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 2x8 8x2 threads:4
     run 200 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 190
     ;;
+  rest)  # after first: the other cluster shapes, then Nystrom at 10,000,000 rows
+    run 60 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k krylov
+    run 130 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 4x4
+    run 200 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 80
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest}" >&2
     exit 2
     ;;
 esac
