@@ -27,6 +27,10 @@ so a product reads the block from memory once) and implicit for a sparse one
 (``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``). Dense blocks multiply in float64,
 or in float32 for float32 data at ``tol >= 1e-6`` (:func:`product_dtype`); the blocks' products
 are summed in float64 either way.
+
+A little over 500 lines, for one reason: pass 0's statistics, the centred block products and
+the two operators (dask blocks, in-memory strips) share the slab, stripe and tree helpers, and
+splitting them would make those helpers cross module lines.
 """
 
 from __future__ import annotations

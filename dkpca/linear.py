@@ -1,4 +1,9 @@
-"""Linear PCA on dask: :class:`PCA`, for tall (covariance), wide (gram) or huge (sketch) data."""
+"""Linear PCA on dask: :class:`PCA`, for tall (covariance), wide (gram) or huge (sketch) data.
+
+Over 500 lines, for one reason: ``PCA``'s docstring (about 140 lines) and its doctested
+methods. The arithmetic of each solver lives in the ``_pca_*`` modules (covariance, randomized,
+sparse, components, probabilistic).
+"""
 
 from __future__ import annotations
 
@@ -25,9 +30,10 @@ from ._estimator import (
     warn_if_no_variance,
 )
 from ._pca_components import complete_basis, select_count
+from ._pca_covariance import check_finite_statistics, covariance_spectrum, row_statistics
 from ._pca_probabilistic import ProbabilisticMixin, minka_rank, noise_variance
 from ._pca_randomized import fit_randomized_pca
-from ._pca_sparse import sparse_projection, sparse_scatter
+from ._pca_sparse import sparse_projection
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
     InstanceOf,
@@ -42,7 +48,6 @@ from .blocked import center_kernel_inplace, compute, tree_sum
 from .io import as_array, as_dask, is_sparse
 from .io._views import view_blocks
 from .linalg import crossproduct, flip_signs, top_eigh
-from .moments import RowStatistics, moments_in_memory, shifted_moments
 from .solvers import ComponentRule, fit_pca_sketch
 
 __all__ = ["PCA"]
@@ -289,7 +294,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             passes = result.n_passes
         elif solver == "covariance":
             statistics = row_statistics(Xa)
-            mean, eigenvalues, vectors, total = _covariance_spectrum(statistics, count)
+            mean, eigenvalues, vectors, total = covariance_spectrum(statistics, count)
         else:
             mean, eigenvalues, vectors, total = self._fit_gram(Xa, count)
         self.solver_ = solver
@@ -386,7 +391,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 f"PCA: n_components='mle' is only supported if n_samples >= n_features "
                 f"({n} rows seen, {d} features); give an int or a variance fraction.")
         count = self.n_components if isinstance(self.n_components, numbers.Integral) else None
-        mean, eigenvalues, vectors, total = _covariance_spectrum(statistics, count)
+        mean, eigenvalues, vectors, total = covariance_spectrum(statistics, count)
         self._set_spectrum(mean, eigenvalues, vectors, total, n, d, dtype,
                            centred=not is_sparse(Xa))
         self.solver_ = "covariance"
@@ -489,7 +494,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         G, mean, *held = compute(tree_sum(parts), columns.mean(axis=0, dtype=np.float64),
                                  *([X] if small else []))
         held = [X] if in_memory else held
-        _check_finite_statistics(G, mean)
+        check_finite_statistics(G, mean)
         row_means = G.mean(axis=0)
         center_kernel_inplace(G, row_means, float(row_means.mean()))
         total = float(np.trace(G)) / (n - 1)
@@ -594,64 +599,6 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             )
         components = self._scaled_components(Zd.dtype, inverse=True)
         return like_input(Zd @ components + self.mean_.astype(Zd.dtype), Z)
-
-
-def row_statistics(X: Any) -> RowStatistics:
-    """Return the count, mean and scatter of ``X``'s rows, in one pass (covariance solver).
-
-    A numpy array is read in place by one thread per core, a dask array (or Zarr) by one task
-    per row chunk with the shift taken inside the graph (one compute); sparse data is centred
-    implicitly (:func:`~dkpca._pca_sparse.sparse_scatter`). The dense moments are taken
-    around the first row, which keeps them accurate for data far from the origin.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.random.default_rng(0).normal(size=(40, 3)) + 1e6
-    >>> statistics = row_statistics(X)
-    >>> bool(np.allclose(statistics.scatter / 39, np.cov(X.T)))
-    True
-    """
-    n = X.shape[0]
-    if is_sparse(X):
-        mean, scatter = sparse_scatter(X)
-        _check_finite_statistics(mean, scatter)
-        return RowStatistics(n, mean, scatter)
-    if isinstance(X, np.ndarray):  # in memory: one thread per core, no task graph
-        shift = X[0].astype(np.float64)
-        moments = moments_in_memory(X, shift)
-    else:  # one task per row chunk; the shift comes from inside the graph: one compute
-        shift = X[:1].astype(np.float64).to_delayed().ravel()[0]
-        parts = [dask.delayed(_chunk_moments)(b, shift) for b in X.to_delayed().ravel()]
-        moments, shift = compute(tree_sum(parts), shift)
-        shift = shift[0]
-    _check_finite_statistics(moments)
-    return RowStatistics.from_moments(moments, shift, n)
-
-
-def _covariance_spectrum(
-    statistics: RowStatistics, k: int | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Mean, leading eigenpairs of the scatter matrix, and the total variance.
-
-    The statistics' scatter is copied (the eigensolver overwrites its input), so they can
-    be kept for :meth:`PCA.partial_fit`.
-    """
-    scatter = statistics.scatter
-    total = float(np.trace(scatter)) / (statistics.count - 1)
-    eigenvalues, vectors = top_eigh(scatter.copy(), k, overwrite=True)
-    return statistics.mean, eigenvalues, vectors, total
-
-
-def _check_finite_statistics(*statistics: np.ndarray) -> None:
-    """Non-finite input reaches the accumulated statistics; report it before any solve."""
-    if not all(np.isfinite(s).all() for s in statistics):
-        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
-
-
-def _chunk_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """:func:`~dkpca.moments.shifted_moments` of a task's chunk around the ``(1, d)`` shift."""
-    return shifted_moments(block, shift[0])
 
 
 def _dot_matrix(block: np.ndarray) -> np.ndarray:

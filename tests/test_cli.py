@@ -450,10 +450,10 @@ def test_the_fit_options_are_the_librarys():
     # One source of truth (issue 34): every model option of `dkpca fit` that names a
     # KernelPCA parameter offers exactly its values and defaults to its default.
     from dkpca import KernelPCA
-    from dkpca.cli import _parser
+    from dkpca.cli._arguments import build_parser
     from dkpca.kernels._base import _named_kernels
 
-    (commands,) = (a for a in _parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    (commands,) = (a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     defaults = KernelPCA().get_params()
     checked = set()
     for action in commands.choices["fit"]._actions:

@@ -585,7 +585,7 @@ def test_lock_parser_refuses_a_line_without_hash(tmp_path):
 
 
 def test_dkpca_commands_parse():
-    from dkpca.cli import _parser
+    from dkpca.cli._arguments import build_parser
     from dkpca.cluster import SCHEDULER_TIMEOUT
 
     parsed = {}
@@ -593,7 +593,7 @@ def test_dkpca_commands_parse():
         argv = _expanded_args(container, *_cluster_of(name))
         if argv[0] != "dkpca":
             continue
-        args = _parser().parse_args(argv[1:])
+        args = build_parser().parse_args(argv[1:])
         assert args.scheduler.startswith("tls://"), name
         assert (args.tls_ca_file, args.tls_cert, args.tls_key) == tuple(TLS_FLAGS.values())
         parsed[args.command] = args

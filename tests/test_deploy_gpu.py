@@ -259,13 +259,13 @@ def test_gpu_lock():
 
 
 def _gpu_fits() -> list[tuple[str, Any]]:
-    from dkpca.cli import _parser
+    from dkpca.cli._arguments import build_parser
 
     fits = []
     for name, _, _, container in _containers():
         argv = _expanded_args(container, *_cluster_of(name))
         if argv[0] == "dkpca":
-            args = _parser().parse_args(argv[1:])
+            args = build_parser().parse_args(argv[1:])
             if getattr(args, "device", "cpu") == "cuda":
                 fits.append((name, args))
     return fits
@@ -273,13 +273,13 @@ def _gpu_fits() -> list[tuple[str, Any]]:
 
 def test_gpu_fit_command():
     """A fit on GPUs: ``--device cuda``, the randomized solver, a kernel that runs on GPUs."""
-    from dkpca.cli import _kernel_pca
+    from dkpca.cli._shared import kernel_pca
 
     fits = _gpu_fits()
     assert [name for name, _ in fits] == ["dkpca-gpu-fit"]
     for name, args in fits:
         assert args.command == "fit" and args.solver == "randomized", name
-        assert _kernel_pca(args)._resolve_kernel(1).runs_on_gpu, name
+        assert kernel_pca(args)._resolve_kernel(1).runs_on_gpu, name
         assert args.scheduler.startswith("tls://"), name
         assert args.out.endswith(".zarr") and "://" in args.out, name
 
@@ -345,7 +345,7 @@ def _console_commands(text: str) -> list[list[str]]:
 
 def test_readme_gpu_commands():
     """deploy/README.md's GPU commands name these manifests, and its fit parses."""
-    from dkpca.cli import _parser
+    from dkpca.cli._arguments import build_parser
 
     readme = (DEPLOY / "README.md").read_text()
     section = readme[readme.index("## 8. GPU workers"):readme.index("## Security model")]
@@ -367,7 +367,7 @@ def test_readme_gpu_commands():
     assert builds and all(c[c.index("-f") + 1] == "deploy/Containerfile.gpu"
                           and c[c.index("-t") + 1] == image for c in builds)
     (fit,) = [c for c in commands if c[:2] == ["dkpca", "fit"]]
-    args = _parser().parse_args(fit[1:])
+    args = build_parser().parse_args(fit[1:])
     assert args.device == "cuda" and args.solver == "randomized"
     assert args.scheduler == (f"tls://{cluster['metadata']['name']}-scheduler."
                               f"{namespace}.svc:8786")

@@ -108,10 +108,11 @@ def test_the_command_line_refuses_cuda_without_cupy_in_one_line(tmp_path, capsys
 
 
 def test_the_command_line_gives_one_worker_per_gpu_on_the_embedded_cluster():
-    from dkpca.cli import _client_options, _parser
+    from dkpca.cli._arguments import build_parser
+    from dkpca.cli._shared import client_options
 
     def workers(*argv):
-        return _client_options(_parser().parse_args(["demo", *argv]))["n_workers"]
+        return client_options(build_parser().parse_args(["demo", *argv]))["n_workers"]
 
     assert workers("--device", "cuda") == 1
     assert workers("--device", "cuda", "--workers", "2") == 2  # the user's choice stands

@@ -64,9 +64,9 @@ def test_the_api_reference_lists_each_object_once():
 
 def test_every_cli_command_is_in_the_reference():
     page = dkpca_docs.command_line_page()
-    from dkpca.cli import _parser
+    from dkpca.cli._arguments import build_parser
 
-    (commands,) = (action for action in _parser()._actions
+    (commands,) = (action for action in build_parser()._actions
                    if action.__class__.__name__ == "_SubParsersAction")
     assert set(commands.choices) >= {"select", "fit", "transform", "denoise", "fields", "info",
                                      "demo"}

@@ -362,7 +362,7 @@ def test_a_failed_write_stops_the_embedded_cluster_before_cleaning_up(tmp_path, 
     import distributed
     import zarr
 
-    from dkpca.cli import _cluster
+    from dkpca.cli._shared import cluster
     from dkpca.io import Location, atomic_location
 
     options = {"scheduler": None, "n_workers": 1, "threads_per_worker": 1,
@@ -376,7 +376,7 @@ def test_a_failed_write_stops_the_embedded_cluster_before_cleaning_up(tmp_path, 
     monkeypatch.setattr(Location, "remove", observed_remove)
     with (
         pytest.raises(KeyboardInterrupt),
-        _cluster(options),
+        cluster(options),
         atomic_location(tmp_path / "out.zarr") as temp,
     ):
         zarr.open_group(temp.store, mode="w")

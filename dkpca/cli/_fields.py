@@ -3,90 +3,26 @@
 The group is opened with xarray (lazily), the chosen variables are fitted with a
 :class:`dkpca.xarray.FieldModel` (land masks, weights, NaN policy), and the scores, explained
 variance, components or patterns are written as one Zarr group, atomically. The command's
-cluster and model options are those of ``dkpca fit``; :mod:`dkpca.cli` passes its helpers in,
-so that this module does not import it.
+cluster and model options are those of ``dkpca fit`` (the parser is in
+:mod:`dkpca.cli._arguments`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_parser", "json_object", "run"]
+from dkpca.cli._shared import check_outputs, client_options, cluster, kernel_pca
+
+__all__ = ["PCA_SOLVERS", "run"]
 
 #: The ``--solver`` values linear PCA takes: its own choice (covariance, Gram, or randomized
 #: when neither fits), the accurate randomized solver for very wide grids, or a sketch.
 PCA_SOLVERS = ("auto", "randomized", "sketch")
 
-def add_parser(commands: Any, parents: list, options: list[Callable]) -> None:
-    """Add the ``fields`` subcommand to ``commands``, with the shared ``options`` adders."""
-    from dkpca.xarray import NAN_POLICIES
-
-    fields = commands.add_parser(
-        "fields", parents=parents,
-        help="PCA or kernel PCA of gridded fields in a Zarr group (xarray)",
-        description="Fit PCA (EOFs) or kernel PCA on the variables of INPUT, a Zarr group "
-                    "written by xarray: grid points NaN at every sample (land) are left out "
-                    "and come back as NaN; write the scores, explained variance and the "
-                    "components (PCA) or patterns (kernel PCA) on the grid to --out.",
-    )
-    fields.add_argument("input", help="Zarr group (path or URL) written by xarray")
-    fields.add_argument("--out", required=True, help="Zarr path or URL to write")
-    fields.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    group = fields.add_argument_group("fields")
-    group.add_argument("--variable", action="append", default=None, metavar="NAME",
-                       help="a data variable to fit (repeatable; default: every variable "
-                            "with the sample dimensions)")
-    group.add_argument("--sample-dim", action="append", default=None, metavar="DIM",
-                       help="a sample dimension (repeatable; default: the first dimension)")
-    group.add_argument("--weights", choices=["coslat", "none"], default="none",
-                       help="coslat: sqrt(cos(latitude)) area weights")
-    group.add_argument("--standardize", action="store_true",
-                       help="divide each grid point by its standard deviation")
-    group.add_argument("--nan-policy", choices=NAN_POLICIES, default="raise",
-                       help="NaNs scattered among valid data: raise (default), leave out "
-                            "their samples, or their grid points")
-    group.add_argument("--method", choices=["pca", "kpca"], default="pca",
-                       help="pca (EOFs, default; --solver auto, randomized or sketch, with "
-                            "--sketch, --sketch-dim, --whiten) or kpca (kernel PCA: every "
-                            "model option)")
-    group.add_argument("--whiten", action="store_true",
-                       help="pca: scores of unit variance (scikit-learn's whiten)")
-    group.add_argument("--patterns", action="store_true",
-                       help="also write PCA's patterns at ±1, ±2 standard deviations "
-                            "(always written for kpca)")
-    group.add_argument("--save-model", metavar="PATH",
-                       help="also save the fitted model (dkpca.load reads it back)")
-    group.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
-                       help="fsspec options for URLs")
-    for add in options:
-        add(fields)
-
-
-def json_object(text: str) -> dict[str, Any]:
-    """``--storage-options``: a JSON object, or a usage error that quotes the text.
-
-    Examples
-    --------
-    >>> json_object('{"anon": true}')
-    {'anon': True}
-    """
-    import json
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({err.msg}): {text}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
-    return value
-
-
-def _estimator(args: argparse.Namespace, kernel_pca: Callable[[argparse.Namespace], Any]) -> Any:
-    """PCA from the options it shares with kernel PCA, or the kernel PCA ``kernel_pca`` builds."""
+def _estimator(args: argparse.Namespace) -> Any:
+    """PCA from the options it shares with kernel PCA, or ``dkpca fit``'s kernel PCA."""
     from dkpca._errors import UsageError
     from dkpca._validation import validate_params
     from dkpca.linear import PCA
@@ -158,14 +94,8 @@ def _result(model: Any, patterns: bool) -> Any:
     return xr.Dataset(variables, attrs=model.scores_.attrs)
 
 
-def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractContextManager],
-        kernel_pca: Callable[[argparse.Namespace], Any],
-        check_outputs: Callable[[argparse.Namespace, dict[str, Any]], None]) -> str:
-    """Fit and write; return the summary line.
-
-    ``cluster()`` enters the Dask cluster; ``kernel_pca(args)`` builds ``dkpca fit``'s model;
-    ``check_outputs(args, {option: destination})`` checks the outputs before any work.
-    """
+def run(args: argparse.Namespace) -> str:
+    """Fit and write; return the summary line."""
     from dkpca.io import atomic_location, url_options
     from dkpca.persistence import save
     from dkpca.xarray import FieldModel
@@ -173,13 +103,13 @@ def run(args: argparse.Namespace, cluster: Callable[[], contextlib.AbstractConte
     out_options = url_options(args.out, args.storage_options)
     model_options = url_options(args.save_model or "", args.storage_options)
     check_outputs(args, {"--out": args.out, "--save-model": args.save_model})
-    estimator = _estimator(args, kernel_pca)
+    estimator = _estimator(args)
     data = _fields(args)
     model = FieldModel(estimator, args.sample_dim,
                        weights=None if args.weights == "none" else args.weights,
                        standardize=args.standardize, nan_policy=args.nan_policy)
     started = time.perf_counter()
-    with cluster():
+    with cluster(client_options(args)):
         model.fit(data)
         result = _result(model, args.patterns or args.method == "kpca").assign_attrs(
             input=str(args.input))

@@ -1,12 +1,13 @@
 """Checks that new fields agree with a fitted :class:`~dkpca.xarray.FieldModel`, and their messages.
 
-Shared by ``fit`` (user weights on the field's grid), ``transform`` and ``partial_fit`` (the
-model's grid, its NaN pattern); each error names a few offending coordinates and the fix.
+Shared by ``fit`` (user weights on the field's grid, NaNs among valid data), ``transform``
+and ``partial_fit`` (the model's grid, its NaN pattern); each error names a few offending
+coordinates (:func:`positions`) and the fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,9 @@ __all__ = [
     "check_grids",
     "check_nan_pattern",
     "check_weights_grid",
+    "clean_block",
     "coordinate_labels",
+    "positions",
 ]
 
 #: At most this many offending coordinates are named in an error.
@@ -117,3 +120,34 @@ def check_weights_grid(pairs: list, sample_dims: tuple[str, ...], weights: Any) 
                 f"points have no weight. Give weights on the field's grid, e.g. "
                 f"weights.interp_like(field) or weights.reindex_like(field, method='nearest')."
             )
+
+
+def positions(mask: np.ndarray, shape: tuple[int, ...], dims: Sequence[str],
+               coords: dict[str, Any]) -> str:
+    """Name the first few ``True`` entries of a flat mask by coordinates (``(lat=10.0, ...)``)."""
+    named = []
+    for flat in np.flatnonzero(mask)[:NAMED]:
+        index = np.unravel_index(flat, shape)
+        parts = []
+        for dim, i in zip(dims, index, strict=True):
+            label = coords[dim].values[i] if dim in coords else i
+            parts.append(f"{dim}={label}")
+        named.append("(" + ", ".join(parts) + ")")
+    more = int(mask.sum()) - len(named)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+def clean_block(block: np.ndarray, kept: np.ndarray, land: np.ndarray, scale: np.ndarray,
+                 drop: bool, describe: Callable | None) -> np.ndarray:
+    """Check one block of new rows; return the scaled kept values and a last column of flags.
+
+    Rows NaN everywhere (or with any NaN under ``drop``) are flagged 0 and zero-filled.
+    """
+    isnan = np.isnan(block)
+    gaps = isnan[:, kept]
+    partial = gaps.any(axis=1) & ~isnan.all(axis=1)
+    check_nan_pattern((~isnan[:, land]).any(axis=0), partial, gaps[partial].any(axis=0),
+                      land, kept, drop, describe)
+    ok = ~gaps.any(axis=1)
+    values = np.where(ok[:, None], block[:, kept], 0.0) * scale
+    return np.hstack([values, ok[:, None].astype(values.dtype)])

@@ -1,9 +1,14 @@
-"""Decomposition of fields on a grid: :class:`FieldModel`, an estimator fitted on xarray data."""
+"""Decomposition of fields on a grid: :class:`FieldModel`, an estimator fitted on xarray data.
+
+Over 500 lines, for one reason: ``FieldModel`` is one class whose public methods each carry a
+doctested example (the API pages document a class's own methods, not a mixin's). The layout of
+the training fields is in ``_training``, the grids in ``_grid``, the checks in ``_checks``,
+``partial_fit`` in ``_incremental`` and saving in ``_store``.
+"""
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,9 +16,10 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ._checks import NAMED, check_grids, check_nan_pattern, check_weights_grid
-from ._grid import GridLayout, _flat, as_variables, build_layout
+from ._checks import check_grids, clean_block, positions
+from ._grid import GridLayout, as_variables
 from ._incremental import estimator_has
+from ._training import all_rows, lay_out, sample_template
 
 if TYPE_CHECKING:  # imported lazily: `import dkpca` (and every dask worker) stays light
     from dkpca.decomposition import KernelPCA
@@ -55,21 +61,6 @@ def describe_model(model: KernelPCA | PCA) -> dict[str, str]:
             attrs["kernel"] = repr(model.kernel_)
         attrs["solver"] = model.solver_
     return attrs
-
-
-def _positions(mask: np.ndarray, shape: tuple[int, ...], dims: Sequence[str],
-               coords: dict[str, Any]) -> str:
-    """Name the first few ``True`` entries of a flat mask by coordinates (``(lat=10.0, ...)``)."""
-    named = []
-    for flat in np.flatnonzero(mask)[:NAMED]:
-        index = np.unravel_index(flat, shape)
-        parts = []
-        for dim, i in zip(dims, index, strict=True):
-            label = coords[dim].values[i] if dim in coords else i
-            parts.append(f"{dim}={label}")
-        named.append("(" + ", ".join(parts) + ")")
-    more = int(mask.sum()) - len(named)
-    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
 
 
 class FieldModel:
@@ -279,11 +270,11 @@ class FieldModel:
 
     def _fit(self, data: Any) -> xr.DataArray:
         model = self._estimator()
-        layout, X, rows, template = self._prepare(data)
+        layout, X, rows, template = self._lay_out(data)
         self.layout_ = layout
         training = model.fit_transform(X[rows] if not rows.all() else X)
         self.model_ = model
-        scores = self._all_rows(training, rows)
+        scores = all_rows(training, rows)
         self.scores_ = self._scores_array(scores, template)
         return self.scores_
 
@@ -372,109 +363,16 @@ class FieldModel:
         partial_fit(self, data)
         return self
 
+    def _lay_out(self, data: Any) -> tuple[GridLayout, Any, np.ndarray, xr.DataArray]:
+        """Lay out the training fields as :meth:`fit` does (:func:`._training.lay_out`)."""
+        return lay_out(data, self._resolve_sample_dims(data), self.weights, self.standardize,
+                       self.nan_policy)
+
     def _estimator(self) -> KernelPCA | PCA:
         """Return the estimator given, or ``KernelPCA()``."""
         from dkpca.decomposition import KernelPCA
 
         return KernelPCA() if self.model is None else self.model
-
-    def _prepare(self, data: Any) -> tuple[GridLayout, Any, np.ndarray, xr.DataArray]:
-        """Lay out the training fields as :meth:`fit` does; nothing is set on ``self``.
-
-        Returns the layout (grids, land, weights), the model's matrix ``X`` (every sample;
-        kept grid points, scaled), the mask of the samples it is fitted on, and an empty
-        DataArray over the sample dimensions for the scores.
-        """
-        from dkpca.blocked import compute
-
-        sample_dims = self._resolve_sample_dims(data)
-        kind, pairs = as_variables(data)
-        plain = GridLayout(kind, sample_dims)
-        flats, shapes, dims = [], [], []
-        for _, array in pairs:
-            feature_dims = plain.feature_dims(array)
-            flats.append(_flat(array, sample_dims, feature_dims))
-            shapes.append(tuple(array.sizes[d] for d in feature_dims))
-            dims.append(feature_dims)
-        # One pass for every statistic the layout needs (a single compute for dask data).
-        stats = []
-        with warnings.catch_warnings():  # land: the standard deviation of no values
-            warnings.simplefilter("ignore", RuntimeWarning)
-            for M in flats:
-                isnan = (da if isinstance(M, da.Array) else np).isnan(M)
-                stats += [isnan.sum(axis=0), isnan.sum(axis=1)]
-                if self.standardize:
-                    stats.append((da if isinstance(M, da.Array) else np).nanstd(
-                        M.astype(np.float64), axis=0, ddof=1))
-            if any(isinstance(s, da.Array) for s in stats):
-                stats = list(compute(*stats))
-        per = 3 if self.standardize else 2
-        n_samples = flats[0].shape[0]
-        feature_nans = [np.asarray(stats[i * per]) for i in range(len(flats))]
-        sample_nans = sum(np.asarray(stats[i * per + 1]) for i in range(len(flats)))
-        land = [count == n_samples for count in feature_nans]
-        n_land = sum(int(m.sum()) for m in land)
-        n_points = sum(m.size for m in land)
-        empty_samples = sample_nans == n_points
-        n_empty = int(empty_samples.sum())
-        scattered_samples = ~empty_samples & (sample_nans > n_land)
-        scattered = [~m & (count > n_empty) for m, count in zip(land, feature_nans, strict=True)]
-        template = self._sample_template(pairs[0][1], sample_dims)
-        if any(s.any() for s in scattered) and self.nan_policy == "raise":
-            where = "; ".join(
-                _positions(s, shape, d, dict(array.coords))
-                for s, shape, d, (_, array) in zip(scattered, shapes, dims, pairs, strict=True)
-                if s.any()
-            )
-            raise ValueError(
-                f"the field has NaNs scattered among valid data: at {where}, at samples "
-                f"{_positions(scattered_samples, template.shape, sample_dims, dict(template.coords))}. "
-                f"Pass nan_policy='drop_samples' to leave those samples out (NaN scores) or "
-                f"'drop_features' to leave those grid points out, or fill them first."
-            )
-        masks = [~m for m in land]
-        if self.nan_policy == "drop_features":
-            masks = [m & ~s for m, s in zip(masks, scattered, strict=True)]
-        rows = ~empty_samples
-        if self.nan_policy == "drop_samples":
-            rows &= ~scattered_samples
-        if self.standardize:
-            scales = []
-            for i in range(len(flats)):
-                std = np.asarray(stats[i * per + 2])
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    scales.append(np.where(std > 0, 1.0 / std, np.nan))
-        else:
-            scales = [np.ones(m.size) for m in masks]
-        scales = [np.where(np.isfinite(s), s, 0.0) for s in scales]
-        check_weights_grid(pairs, sample_dims, self.weights)
-        layout = build_layout(data, sample_dims, self.weights, scales, masks, land)
-        if not layout.kept.any():
-            raise ValueError("no grid point has data at every training sample")
-        full = flats[0] if len(flats) == 1 else (
-            da.concatenate(flats, axis=1) if any(isinstance(f, da.Array) for f in flats)
-            else np.concatenate(flats, axis=1))
-        X = full[:, layout.kept] * layout.scale.astype(full.dtype)
-        return layout, X, rows, template
-
-    @staticmethod
-    def _all_rows(scores: Any, rows: np.ndarray) -> Any:
-        """Scores of the rows given, NaN at the others."""
-        if rows.all():
-            return scores
-        if isinstance(scores, da.Array):
-            index = np.cumsum(rows) - 1
-            taken = scores[np.where(rows, index, 0)]
-            return da.where(da.from_array(rows)[:, None], taken, np.nan)
-        out = np.full((rows.size, scores.shape[1]), np.nan)
-        out[rows] = scores
-        return out
-
-    @staticmethod
-    def _sample_template(array: xr.DataArray, sample_dims: tuple[str, ...]) -> xr.DataArray:
-        coords = {n: c for n, c in array.coords.items() if set(c.dims) <= set(sample_dims)}
-        return xr.DataArray(np.empty([array.sizes[d] for d in sample_dims]), dims=sample_dims,
-                            coords=coords)
 
     def _modes(self, k: int | None = None) -> np.ndarray:
         k = self.model_.n_components_ if k is None else k
@@ -528,20 +426,20 @@ class FieldModel:
         full = layout.matrix(data)
         _, pairs = as_variables(data)
         check_grids(layout, pairs)  # same shape, other coordinates: scores would be wrong
-        template = self._sample_template(pairs[0][1], layout.sample_dims)
+        template = sample_template(pairs[0][1], layout.sample_dims)
         kept, land = layout.kept, layout.land
         scale = layout.scale
         drop = self.nan_policy == "drop_samples"
         if isinstance(full, da.Array):
             cleaned = full.rechunk({1: -1}).map_blocks(
-                _clean_block, kept, land, scale, drop, None, dtype=np.float64,
+                clean_block, kept, land, scale, drop, None, dtype=np.float64,
                 chunks=(full.chunks[0], (int(kept.sum()) + 1,)))
             X, ok = cleaned[:, :-1], cleaned[:, -1] > 0
             scores = self.model_.transform(X)
             scores = da.where(ok[:, None], scores, np.nan)
         else:
             describe = self._describer(template, pairs)
-            cleaned = _clean_block(full, kept, land, scale, drop, describe)
+            cleaned = clean_block(full, kept, land, scale, drop, describe)
             X, ok = cleaned[:, :-1], cleaned[:, -1] > 0
             scores = np.asarray(self.model_.transform(X), dtype=np.float64)
             scores[~ok] = np.nan
@@ -554,7 +452,7 @@ class FieldModel:
         def describe(rows: np.ndarray | None, columns: np.ndarray | None) -> str:
             parts = []
             if rows is not None:
-                parts.append("samples " + _positions(rows, template.shape, layout.sample_dims,
+                parts.append("samples " + positions(rows, template.shape, layout.sample_dims,
                                                      dict(template.coords)))
             if columns is not None:
                 start = 0
@@ -562,7 +460,7 @@ class FieldModel:
                     part = columns[start:start + variable.size]
                     start += variable.size
                     if part.any():
-                        parts.append(f"{variable.name or 'grid'} points " + _positions(
+                        parts.append(f"{variable.name or 'grid'} points " + positions(
                             part, variable.template.shape, variable.feature_dims,
                             dict(array.coords)))
             return "; ".join(parts)
@@ -690,22 +588,6 @@ class FieldModel:
         return xr.DataArray(self.model_.explained_variance_ratio_, dims=MODE,
                             coords={MODE: self._modes()}, name="explained_variance_ratio",
                             attrs=self._attrs())
-
-
-def _clean_block(block: np.ndarray, kept: np.ndarray, land: np.ndarray, scale: np.ndarray,
-                 drop: bool, describe: Callable | None) -> np.ndarray:
-    """Check one block of new rows; return the scaled kept values and a last column of flags.
-
-    Rows NaN everywhere (or with any NaN under ``drop``) are flagged 0 and zero-filled.
-    """
-    isnan = np.isnan(block)
-    gaps = isnan[:, kept]
-    partial = gaps.any(axis=1) & ~isnan.all(axis=1)
-    check_nan_pattern((~isnan[:, land]).any(axis=0), partial, gaps[partial].any(axis=0),
-                      land, kept, drop, describe)
-    ok = ~gaps.any(axis=1)
-    values = np.where(ok[:, None], block[:, kept], 0.0) * scale
-    return np.hstack([values, ok[:, None].astype(values.dtype)])
 
 
 def _short_repr(value: Any) -> str:

@@ -24,6 +24,7 @@ from dkpca._estimator import available_when
 
 from ._checks import NAMED, check_grids, check_nan_pattern
 from ._grid import as_variables
+from ._training import all_rows, sample_template
 
 if TYPE_CHECKING:
     from ._field import FieldModel
@@ -83,10 +84,10 @@ def _start(model: FieldModel, data: Any) -> None:
         from sklearn.base import clone
 
         estimator = clone(estimator)
-    layout, X, rows, template = model._prepare(data)
+    layout, X, rows, template = model._lay_out(data)
     batch = X[rows] if not rows.all() else X
     estimator.partial_fit(batch)
-    scores = model._all_rows(estimator.transform(batch), rows)
+    scores = all_rows(estimator.transform(batch), rows)
     model.layout_, model.model_ = layout, estimator
     model.scores_ = _scored(model, scores, template)
 
@@ -97,7 +98,7 @@ def _continue(model: FieldModel, data: Any) -> None:
     _, pairs = as_variables(data)
     full = layout.matrix(data)  # the variables, their feature dimensions and grid shapes
     check_grids(layout, pairs)
-    template = model._sample_template(pairs[0][1], layout.sample_dims)
+    template = sample_template(pairs[0][1], layout.sample_dims)
     dim = _append_dim(model.scores_, template)
     rows = _usable_rows(model, full, template, pairs)
     previous = _seen(model)
@@ -105,7 +106,7 @@ def _continue(model: FieldModel, data: Any) -> None:
         X = full[:, layout.kept] * layout.scale.astype(full.dtype)
         batch = X[rows] if not rows.all() else X
         estimator.partial_fit(batch)
-        scores = model._all_rows(estimator.transform(batch), rows)
+        scores = all_rows(estimator.transform(batch), rows)
     else:  # samples NaN everywhere (a missing month): nothing to learn, NaN scores
         scores = np.full((rows.size, estimator.n_components_), np.nan)
     old = model.scores_

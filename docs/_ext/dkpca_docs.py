@@ -44,10 +44,10 @@ def command_line_page() -> str:
     """Return the ``--help`` of ``dkpca`` and of each subcommand, in the parser's order."""
     import argparse
 
-    from dkpca.cli import _parser
+    from dkpca.cli._arguments import build_parser
 
     os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal's width: a common one
-    parser = _parser()
+    parser = build_parser()
     parser.prog = "dkpca"
     (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     parts = [

@@ -1,0 +1,87 @@
+"""``dkpca``'s entry point: parse, run the command, turn errors and signals into exit statuses."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import dask
+
+from dkpca._device import DeviceUnavailableError
+from dkpca._errors import (
+    EXIT_INTERRUPTED,
+    EXIT_TRANSIENT,
+    EXIT_USAGE,
+    TransientError,
+    UsageError,
+)
+from dkpca.cli._arguments import build_parser
+from dkpca.cli._commands import run_command
+
+logger = logging.getLogger("dkpca")
+
+#: Exceptions that mean the user asked for something impossible, reported in one line: an
+#: output that cannot be written (a read-only folder, a file where a folder should be) too.
+_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, PermissionError,
+                NotADirectoryError, IsADirectoryError, ImportError, ConnectionError,
+                DeviceUnavailableError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``dkpca`` command; return its exit status.
+
+    Examples
+    --------
+    >>> main(["demo", "--n-samples", "300", "--quiet"])  # doctest: +SKIP
+    0
+    """
+    args = build_parser().parse_args(argv)
+    device = getattr(args, "device", "cpu")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    logger.addHandler(handler)  # dkpca's progress only; dask's own logs stay at their level
+    logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    previous_sigterm = _interrupt_on_sigterm()
+    try:
+        if device == "cuda" and getattr(args, "scheduler", None) is None:
+            # before the embedded cluster starts (its workers use this machine's GPU): a
+            # missing one is a one-line error; a running cluster's workers answer for theirs
+            from dkpca._device import import_cupy
+
+            import_cupy()
+        with dask.config.set({"dkpca.device": device}):
+            summary = run_command(args)
+    except (TransientError, UsageError, *_USER_ERRORS) as err:
+        if args.debug:
+            raise
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"dkpca: error: {message}", file=sys.stderr)
+        return EXIT_TRANSIENT if isinstance(err, TransientError) else EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
+        print("dkpca: interrupted; no output was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        logger.removeHandler(handler)
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    print(summary)
+    return 0
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigterm() -> Any:
+    """Treat SIGTERM (Kubernetes, batch systems) like Ctrl-C, so outputs are cleaned up.
+
+    Returns the previous handler, or ``None`` where handlers cannot be set (not the main
+    thread).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -1,0 +1,297 @@
+"""What the ``dkpca`` commands share.
+
+The cluster, the input, the estimator, the checks made before anything is written, and the
+results they print or write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from dkpca._errors import (
+    UsageError,
+)
+
+logger = logging.getLogger("dkpca")
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    from dkpca.cluster import SCHEDULER_TIMEOUT, tls_security
+
+    if args.scheduler is not None:
+        embedded = {"--workers": args.workers, "--threads-per-worker": args.threads_per_worker,
+                    "--memory-limit": None if args.memory_limit == "auto" else args.memory_limit}
+        given = [name for name, value in embedded.items() if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} apply to the embedded cluster, not --scheduler")
+    elif args.scheduler_timeout is not None:
+        raise UsageError("--scheduler-timeout applies to --scheduler, not the embedded cluster")
+    one_gpu = args.device == "cuda" and args.scheduler is None and args.workers is None
+    return {
+        "scheduler": args.scheduler,
+        "n_workers": 1 if one_gpu else args.workers,
+        "threads_per_worker": args.threads_per_worker,
+        "memory_limit": args.memory_limit,
+        "security": tls_security(args.tls_ca_file, args.tls_cert, args.tls_key),
+        "timeout": args.scheduler_timeout or SCHEDULER_TIMEOUT,
+    }
+
+
+@contextlib.contextmanager
+def cluster(options: dict[str, Any]) -> Iterator[None]:
+    from dkpca.cluster import connect
+    from dkpca.io import stop_writers_before_cleanup
+
+    with connect(**options) as client:
+        logger.info("dashboard: %s", client.dashboard_link)
+        # An interrupted or failed write closes an embedded cluster before it removes its
+        # partial output, so that no task still running can write into it afterwards.
+        stopping = (contextlib.nullcontext() if options["scheduler"] is not None
+                    else stop_writers_before_cleanup(client.cluster.close))
+        try:
+            with stopping:
+                yield
+        finally:
+            # A progress feed still sleeping on the scheduler is cancelled at shutdown and
+            # logged as an error by distributed; nothing is wrong, so keep it off the screen.
+            logging.getLogger("distributed.scheduler").setLevel(logging.CRITICAL)
+
+
+def storage(args: argparse.Namespace, place: Any) -> Any:
+    """``--storage-options`` where ``place`` is a URL; nothing for a local path."""
+    from dkpca.io import url_options
+
+    return url_options(place, args.storage_options)
+
+
+def open_input(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Return the input as a dask array, and the Zarr array it reads."""
+    from dkpca.io import as_dask, open_zarr
+
+    array = open_zarr(args.input, component=args.component,
+                      storage_options=storage(args, args.input))
+    return as_dask(array, sample_dim=args.sample_dim), array
+
+
+def kernel_pca(args: argparse.Namespace) -> Any:
+    """Build the :class:`dkpca.KernelPCA` the model options describe, its parameters checked.
+
+    The checks are those ``fit`` makes first (the parameters' ranges, then their combination,
+    such as ``--gamma`` with ``--sigma2``), made here so that a mistake is reported before
+    the cluster starts.
+    """
+    from dkpca._validation import validate_params
+    from dkpca.decomposition import KernelPCA
+
+    model = KernelPCA(
+        args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
+        degree=args.degree, coef0=args.coef0, solver=args.solver,
+        min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
+        max_memory=args.max_memory, cache_dtype=args.cache_dtype, n_landmarks=args.n_landmarks,
+        sampling=args.sampling, sketch=args.sketch, sketch_dim=args.sketch_dim,
+        selection=args.selection, icf_tol=args.icf_tol, max_rank=args.max_rank,
+        preimage=args.preimage, fit_inverse_transform=args.fit_inverse_transform,
+        alpha=args.alpha,
+    )
+    validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
+    model._resolve_kernel(1)  # n_features only fills in the default gamma; nothing checks it
+    return model
+
+
+def check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:
+    """Check every output the command will write (``{option: destination}``), before any work.
+
+    A destination that exists without ``--overwrite``, a folder that does not exist or cannot
+    be written: each stops the command here, in one line that names the option.
+    """
+    from dkpca.io import check_destination
+
+    for option, destination in outputs.items():
+        if destination is None:
+            continue
+        try:
+            check_destination(destination, overwrite=args.overwrite,
+                              storage_options=storage(args, destination))
+        except OSError as err:  # exists, unwritable, not a folder: name the option to change
+            raise type(err)(f"{option}: {first_line(err)}") from err
+
+
+def first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def check_incremental(args: argparse.Namespace) -> None:
+    """Refuse a saved model that ``partial_fit`` cannot continue, in one line.
+
+    It is loaded as ``dkpca info`` loads it (large arrays only checked, not read): what
+    decides is its class, its parameters and whether it kept row statistics.
+    """
+    from dkpca.persistence import load
+    from dkpca.xarray import FieldModel
+
+    model = load(args.model, in_memory="16MiB", storage_options=storage(args, args.model))
+    name = type(model).__name__
+    if isinstance(model, FieldModel):
+        # The new rows of a FieldModel are fields on its grid, which an array does not give.
+        how = ("update it in Python: FieldModel.partial_fit on the new fields opened with "
+               "xarray, then dkpca.save" if hasattr(model, "partial_fit") else
+               "which dkpca update does not support; fit it again with dkpca fields on all "
+               "the fields")
+        raise UsageError(f"{args.model} holds a FieldModel (from dkpca fields): {how}")
+    try:
+        model.partial_fit  # noqa: B018 - the attribute exists only for incremental solvers
+    except AttributeError as err:  # one line that names the solvers that can continue
+        raise UsageError(f"{first_line(err)} {args.model} cannot be updated.") from err
+    if getattr(model, "row_statistics_", None) is None:
+        version = model_description(args).get("format_version")
+        if isinstance(version, int) and version < 3:
+            why = (f"was saved in model format {version}, before dkpca kept the row "
+                   f"statistics that an update continues from")
+        else:
+            why = (f"holds a {name} fitted by solver={model.solver_!r}, which keeps no row "
+                   f"statistics to continue from")
+        refit = ("PCA(solver='covariance')" if name == "PCA" else
+                 f"dkpca fit --solver {model.solver_}")
+        raise UsageError(f"{args.model} {why}; fit it again on all its rows ({refit}) to "
+                         f"update it later")
+
+
+def same_place(args: argparse.Namespace, first: Any, second: Any) -> bool:
+    """Tell whether two paths or URLs name the same store (``--out`` may name MODEL itself)."""
+    from dkpca.io import Location
+
+    return (Location(first, storage(args, first)).store
+            == Location(second, storage(args, second)).store)
+
+
+def check_writable(args: argparse.Namespace, name: str, destination: Any) -> None:
+    """Check, before any work, that ``destination`` can be replaced; name it in the error."""
+    from dkpca.io import check_destination
+
+    try:
+        check_destination(destination, overwrite=True,
+                          storage_options=storage(args, destination))
+    except OSError as err:
+        raise type(err)(f"{name}: {first_line(err)}") from err
+
+
+def model_description(args: argparse.Namespace) -> Any:
+    """Return the JSON description (``attrs["dkpca"]``) of the saved model at ``args.model``."""
+    import zarr
+
+    from dkpca.io import Location
+
+    location = Location(args.model, storage(args, args.model))
+    return zarr.open_group(store=location.store, mode="r", **location.open_options) \
+        .attrs["dkpca"]
+
+
+def print_selection(result: Any) -> None:
+    table = result.table
+    print(f"rule of thumb sigma2 (eq. 20): {table.attrs['rule_of_thumb']:.4g}; training "
+          f"{table.attrs['n_train']} points, validation {table.attrs['n_validation']}")
+    print("    sigma2  components  information")
+    for sigma2, count, info in zip(table["sigma2"].values, table["n_components"].values,
+                                   table["information"].values, strict=True):
+        if count >= 0:
+            mark = "  <- chosen" if sigma2 == result.sigma2 else ""
+            print(f"{sigma2:10.4g}  {count:10d}  {info:11.4g}{mark}")
+
+
+def print_eigenvalues(eigenvalues: Any, ratios: Any) -> None:
+    print("component  eigenvalue  variance")
+    for i, (value, ratio) in enumerate(zip(eigenvalues, ratios, strict=True), start=1):
+        print(f"{i:9d}  {value:10.4g}  {ratio:8.2%}")
+
+
+def sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) -> Any:
+    """Return the input group's coordinate array of the sample dimension, if it has one."""
+    import zarr
+
+    from dkpca.io import Location
+
+    if args.component is None:
+        return None
+    location = Location(args.input, storage(args, args.input))
+    group = zarr.open_group(store=location.store, mode="r", **location.open_options)
+    parent = group[args.component.rpartition("/")[0]] if "/" in args.component else group
+    coordinate = parent.get(sample_dim)
+    if isinstance(coordinate, zarr.Array) and coordinate.shape == (array.shape[0],):
+        return coordinate
+    return None
+
+
+def write_rows(
+    args: argparse.Namespace, model: Any, array: Any, name: str, rows: Any, column_dim: str,
+    attributes: dict[str, Any], extra: dict[str, tuple[Any, tuple[str, ...]]],
+    along: Any = None,
+) -> tuple[float, Any]:
+    """Write the lazy ``rows`` of a model applied to the input as a Zarr group, atomically.
+
+    The group holds ``name`` (sample × ``column_dim``), the ``extra`` arrays and the input's
+    sample coordinate (when its group has one), so xarray opens it as a Dataset. Returns the
+    seconds taken, and ``along`` (a lazy value that shares the rows' tasks) computed with them.
+    """
+    from dkpca.blocked import compute
+    from dkpca.io import atomic_group, store_array
+    from dkpca.io._input import _dimension_names
+    from dkpca.xarray import describe_model as _description
+
+    names = _dimension_names(array)
+    sample_dim = args.sample_dim or (names[0] if names else "sample")
+    options = client_options(args)
+    attributes = {**_description(model), **attributes, "model": str(args.model),
+                  "input": str(args.input)}
+    started = time.perf_counter()
+    with (
+        cluster(options),
+        atomic_group(args.out, attributes=attributes, overwrite=args.overwrite,
+                     storage_options=storage(args, args.out)) as group,
+    ):
+        pending = store_array(group, name, rows, dimension_names=(sample_dim, column_dim))
+        for key, (values, dims) in extra.items():
+            store_array(group, key, values, dimension_names=dims)
+        coordinate = sample_coordinate(args, array, sample_dim)
+        if coordinate is not None:
+            store_array(group, sample_dim, coordinate[...], dimension_names=(sample_dim,),
+                        attributes=dict(coordinate.attrs))
+        if along is None:
+            compute(pending)
+        else:
+            _, along = compute(pending, along)
+    return time.perf_counter() - started, along
+
+
+def load_array_model(args: argparse.Namespace) -> Any:
+    """Load ``args.model``, refusing a model of fields, which needs its grid, not an array."""
+    from dkpca.persistence import load
+    from dkpca.xarray import FieldModel
+
+    model = load(args.model, storage_options=storage(args, args.model))
+    if isinstance(model, FieldModel):
+        raise UsageError(
+            f"{args.model} holds a FieldModel (from dkpca fields), which applies to gridded "
+            f"fields, not to a Zarr array: open the fields with xarray and use "
+            f"dkpca.load({str(args.model)!r}).transform(...) in Python")
+    return model
+
+
+def fitted(model: Any, name: str, default: Any = None) -> Any:
+    """Return a fitted attribute of ``model``, else of the estimator it wraps, else ``default``.
+
+    A FieldModel wraps its estimator; ``info`` describes whatever a saved model holds.
+    """
+    for owner in (model, getattr(model, "model_", None)):
+        value = getattr(owner, name, None) if owner is not None else None
+        if value is not None:
+            return value
+    return default
+
+
+def or_unknown(value: Any) -> str:
+    return "unknown" if value is None else str(value)
