@@ -10,7 +10,7 @@ import numpy as np
 from dkpca._typing import RandomStateLike
 from dkpca._validation import check_random_state
 
-from ._noise import check_n_samples, check_snr, with_noise
+from ._noise import check_integer, check_snr, with_noise
 
 __all__ = ["RING_RADIUS", "SEMICIRCLE_RADIUS", "SQUARE_SIDE", "make_rings", "make_semicircles",
            "make_square", "make_two_rings"]
@@ -115,7 +115,7 @@ def make_semicircles(
     >>> bool(np.allclose(np.linalg.norm(X_clean - centres, axis=1), 3.2))
     True
     """
-    n_samples = check_n_samples(n_samples, 2)
+    n_samples = check_integer(n_samples, "n_samples", 2)
     snr = check_snr(snr)
     rng = np.random.default_rng(check_random_state(random_state))
     r = SEMICIRCLE_RADIUS
@@ -168,7 +168,7 @@ def make_square(
     >>> bool(np.allclose(np.abs(X_clean).max(axis=1), 0.95))
     True
     """
-    n_samples = check_n_samples(n_samples, 4)
+    n_samples = check_integer(n_samples, "n_samples", 4)
     snr = check_snr(snr)
     rng = np.random.default_rng(check_random_state(random_state))
     half = SQUARE_SIDE / 2
@@ -223,7 +223,7 @@ def make_two_rings(
     >>> bool(np.all(X_clean[labels == 0, 2] == 0) and np.all(X_clean[labels == 1, 1] == 0))
     True
     """
-    n_samples = check_n_samples(n_samples, 2)
+    n_samples = check_integer(n_samples, "n_samples", 2)
     snr = check_snr(snr)
     rng = np.random.default_rng(check_random_state(random_state))
     R = RING_RADIUS

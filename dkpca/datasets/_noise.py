@@ -24,17 +24,6 @@ def check_snr(snr: float | None) -> float | None:
     return None if np.isinf(value) else value
 
 
-def check_n_samples(n_samples: int, minimum: int) -> int:
-    """Check that ``n_samples`` is an integer of at least ``minimum``."""
-    if (
-        isinstance(n_samples, bool | np.bool_)
-        or not isinstance(n_samples, int | np.integer)
-        or n_samples < minimum
-    ):
-        raise ValueError(f"n_samples must be an integer >= {minimum}, got {n_samples!r}")
-    return int(n_samples)
-
-
 def check_integer(value: int, name: str, minimum: int) -> int:
     """Check that ``value`` is an integer (not a bool) of at least ``minimum``."""
     if (
