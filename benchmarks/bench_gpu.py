@@ -12,8 +12,8 @@ context, CuPy's kernel compilation), then times the fit:
 - ``cpu``: the threaded scheduler on all cores (dkpca's default);
 - ``arpack``: scikit-learn's ``KernelPCA(eigen_solver="arpack")`` (sizes up to ``--sklearn-max``:
   it holds the whole ``n × n`` float64 kernel);
-- ``gpu64`` and ``cpu64``: the ``gpu`` and ``cpu`` fits at ``tol=1e-10``, which stores float64
-  tiles: the accuracy references of the issue.
+- ``gpu64`` and ``cpu64``: the ``gpu`` and ``cpu`` fits with ``solver=Randomized(tol=1e-10)``,
+  which stores float64 tiles: the accuracy references of the issue.
 
 Reported per fit: seconds, Krylov passes, the median pass (from the solver's log), whether the
 tiles were cached or streamed, the eigenvalues' largest relative difference from the reference
@@ -28,7 +28,7 @@ at that rate. For the ``gpu`` fit, the model's scores of the
 first 10,000 rows computed on the GPU and on the CPU are compared (largest difference relative
 to the largest score).
 
-``--solver nystrom`` fits ``KernelPCA(10, solver="nystrom", n_landmarks=M)`` instead (``M`` from
+``--solver nystrom`` fits ``KernelPCA(10, solver=Nystrom(n_landmarks=M))`` instead (``M`` from
 ``--landmarks``, 2,000 by default; uniform landmarks), whose one pass over the data evaluates
 ``k(x, L)`` on the GPU; ``arpack`` is skipped. ``--zarr PATH`` writes the standardised data
 (float32 with ``--float32``) to a Zarr store there once, and every fit reads it from there
@@ -101,13 +101,15 @@ def _fit_once(method: str, X, solver: str, landmarks: int):
     import dask
 
     import dkpca
+    from dkpca.options import Nystrom, Randomized
 
     device = {"dkpca.device": "cuda"} if method.startswith("gpu") else {}
-    options = {"n_landmarks": landmarks} if solver == "nystrom" else {}
-    if method.endswith("64"):
-        options["tol"] = REFERENCE_TOL
+    if solver == "nystrom":
+        options = Nystrom(n_landmarks=landmarks)
+    else:
+        options = Randomized(tol=REFERENCE_TOL) if method.endswith("64") else Randomized()
     with dask.config.set({"scheduler": "threads", **device}):
-        return dkpca.KernelPCA(10, solver=solver, random_state=0, **options).fit(X)
+        return dkpca.KernelPCA(10, solver=options, random_state=0).fit(X)
 
 
 def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str | None,

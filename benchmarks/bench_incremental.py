@@ -14,11 +14,12 @@ batches of 100,000 rows:
   made in memory just before the call; the single ``fit`` reads the same rows from a Zarr array
   on disk (float64, one 100,000-row chunk per batch, zstd; ``benchmarks/results/``, written
   once and reused) as a dask array, one task per chunk.
-* ``KernelPCA(10, kernel="rbf", gamma=1/64, solver="nystrom", n_landmarks=1000)`` on the float32
+* ``KernelPCA(10, kernel="rbf", gamma=1/64, solver=Nystrom(n_landmarks=1000))`` on the float32
   rounding of the same rows (as ``bench_nystrom.py``: the kernel products run in float32, the
   statistics in float64): the stream's first call picks 1,000 landmarks uniformly in the first
-  batch (``random_state=0``); the single ``fit`` is given those landmarks (``landmarks=``), so
-  the two are the same model, and reads the Zarr array cast to float32.
+  batch (``random_state=0``); the single ``fit`` is given those landmarks
+  (``Nystrom(landmarks=...)``), so the two are the same model, and reads the Zarr array cast
+  to float32.
 
 Each runs in its own spawned process after an untimed call on 2,000 rows (lazy imports).
 *time* is the time inside the ``partial_fit`` calls (making the batches is excluded, and
@@ -37,10 +38,11 @@ float64. The landmarks come from:
 
 1. ``first batch, uniform``: ``partial_fit``'s own choice, uniform in the first batch;
 2. ``all rows, uniform (fit)``: ``fit`` on all the rows, uniform among them (two passes);
-3. ``first batch, k-means``: ``partial_fit`` with ``sampling="kmeans"`` (in the first batch);
+3. ``first batch, k-means``: ``partial_fit`` with ``Nystrom(sampling="kmeans")`` (in the first
+   batch);
 4. ``reservoir over a first pass``: a uniform reservoir sample of ``m`` rows (algorithm R, here
-   below) over a first pass of all batches, given as ``landmarks=`` to a second pass of
-   ``partial_fit``;
+   below) over a first pass of all batches, given as ``Nystrom(landmarks=...)`` to a second
+   pass of ``partial_fit``;
 5. ``all rows, k-means (fit)``: ``fit`` with ``sampling="kmeans"``, for comparison.
 
 The same rows arrive in two orders: ``shuffled`` (in the order drawn: every batch represents
@@ -147,11 +149,12 @@ def zarr_store(n: int, batch: int) -> tuple[Path, float]:
 
 def _model(kind: str, m: int, landmarks: np.ndarray | None = None) -> Any:
     import dkpca
+    from dkpca.options import Nystrom
 
     if kind == "pca":
         return dkpca.PCA(K, solver="covariance")
-    return dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom", n_landmarks=m,
-                           landmarks=landmarks, random_state=0)
+    return dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D,
+                           solver=Nystrom(n_landmarks=m, landmarks=landmarks), random_state=0)
 
 
 def _summary(kind: str, model: Any, probe: np.ndarray) -> dict[str, Any]:
@@ -326,10 +329,11 @@ def landmark_runs(X: np.ndarray, batch: int, m: int,
                   seed: int) -> dict[str, tuple[Any, int]]:
     """The five landmark choices on the stream ``X`` (in its order): model and passes each."""
     import dkpca
+    from dkpca.options import Nystrom
 
     def model(**params: Any) -> dkpca.KernelPCA:
-        return dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom", n_landmarks=m,
-                               random_state=seed, **params)
+        return dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D,
+                               solver=Nystrom(n_landmarks=m, **params), random_state=seed)
 
     def stream(estimator: dkpca.KernelPCA) -> dkpca.KernelPCA:
         for start in range(0, X.shape[0], batch):

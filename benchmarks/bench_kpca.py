@@ -6,11 +6,11 @@ random_state=0)``, standardised to zero mean and unit variance per feature (floa
 solver fits ``n_components=10`` with the RBF kernel, ``gamma = 1 / d`` (both libraries' default)
 and ``random_state=0``:
 
-* dkpca ``KernelPCA`` with ``solver="auto"`` (the default), the default with ``tol=1e-2``
-  (``dkpca-loose``: fewer passes, eigenvalues still more accurate than scikit-learn's
-  randomized solver), ``"randomized"``, ``"exact"``, and ``"randomized"`` with
-  ``max_memory="1MiB"`` (``dkpca-streaming``: the kernel is never cached, every pass
-  re-evaluates its tiles);
+* dkpca ``KernelPCA`` with ``solver="auto"`` (the default), ``solver=Randomized(tol=1e-2)``
+  (``dkpca-loose``: the default's solver above 2,000 rows with fewer passes, eigenvalues still
+  more accurate than scikit-learn's randomized solver), ``"randomized"``, ``"exact"``, and
+  ``"randomized"`` with ``max_memory="1MiB"`` (``dkpca-streaming``: the kernel is never cached,
+  every pass re-evaluates its tiles);
 * scikit-learn ``KernelPCA`` with ``eigen_solver="dense"``, ``"arpack"`` and ``"randomized"``;
 * ``dkpca-passes``, not a solver: the time to cache the float32 tiles, one cached Krylov pass
   and one streamed pass, each against its bound from rates measured in the same process
@@ -90,6 +90,7 @@ from sklearn.decomposition import KernelPCA as SklearnKernelPCA
 from sklearn.preprocessing import StandardScaler
 
 import dkpca
+from dkpca.options import Randomized
 
 N_COMPONENTS = 10
 SOLVERS = (
@@ -127,8 +128,9 @@ GOAL_SPEEDUP = 3.0
 GOAL_MEMORY_RATIO = 0.5
 #: "Equal accuracy": dkpca's eigenvalue error at most scikit-learn's, or at most this.
 GOAL_ERROR = 1e-6
-#: ``tol`` of ``dkpca-loose``: the default solver stopped early, for accuracy comparable to (still
-#: better than) scikit-learn's randomized solver, the "equal accuracy" of the goal.
+#: ``Randomized(tol=...)`` of ``dkpca-loose``: the default's solver above 2,000 rows stopped
+#: early, for accuracy comparable to (still better than) scikit-learn's randomized solver, the
+#: "equal accuracy" of the goal.
 LOOSE_TOL = 1e-2
 #: ``max_memory`` of ``dkpca-streaming``: too small for any kernel, so tiles are re-evaluated.
 STREAMING_MAX_MEMORY = "1MiB"
@@ -185,13 +187,14 @@ def make_estimator(solver: str) -> Any:
         )
     if method == "reference":
         return dkpca.KernelPCA(
-            n_components=N_COMPONENTS, kernel="rbf", solver="randomized", cache_dtype="float64",
-            max_memory=STREAMING_MAX_MEMORY, tol=LARGE_REFERENCE_TOL, max_iter=80,
-            random_state=1,
+            n_components=N_COMPONENTS, kernel="rbf",
+            solver=Randomized(tol=LARGE_REFERENCE_TOL, max_iter=80, cache_dtype="float64"),
+            max_memory=STREAMING_MAX_MEMORY, random_state=1,
         )
     if method == "loose":
         return dkpca.KernelPCA(
-            n_components=N_COMPONENTS, kernel="rbf", tol=LOOSE_TOL, random_state=0
+            n_components=N_COMPONENTS, kernel="rbf", solver=Randomized(tol=LOOSE_TOL),
+            random_state=0,
         )
     if method == "streaming":
         return dkpca.KernelPCA(

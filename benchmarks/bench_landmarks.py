@@ -3,7 +3,7 @@
 Data: ``n`` rows of ``d = 8`` features from a mixture of 30 Gaussian clusters whose sizes and
 widths differ (seeded, float64, standardised), RBF kernel with ``gamma = 1/d``. Every method
 builds a rank-``M`` Nyström approximation (``M`` landmarks, or ``M`` ICF pivots with
-``icf_tol`` 0) and the same one-pass feature PCA, 10 components.
+``ICF(tol=1e-12)``, near 0) and the same one-pass feature PCA, 10 components.
 
 Per method and ``n`` it reports the selection time (the landmarks or pivots alone: the
 ``select_landmarks``, ``select_fixed_size`` or ``incomplete_cholesky`` call), the whole
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import dask.array as da
@@ -32,14 +33,16 @@ from _common import environment, markdown_table, print_environment, wait_for_qui
 
 from dkpca import KernelPCA
 from dkpca.blocked import DEFAULT_BLOCK_BYTES
+from dkpca.options import ICF, FixedSize, Nystrom, SolverOptions
 from dkpca.solvers import incomplete_cholesky, select_fixed_size, select_landmarks
 
 D, K, CHUNK = 8, 10, 25_000
-METHODS = {
-    "uniform Nyström": {"solver": "nystrom"},
-    "FS": {"solver": "fixed_size", "selection": "renyi"},
-    "FS2": {"solver": "fixed_size", "selection": "renyi_kmeans"},
-    "ICF": {"solver": "icf", "icf_tol": 1e-12},
+#: Each method's solver, given ``M`` (landmarks or the most pivots).
+METHODS: dict[str, Callable[[int], SolverOptions]] = {
+    "uniform Nyström": lambda m: Nystrom(n_landmarks=m),
+    "FS": lambda m: FixedSize(n_landmarks=m, selection="renyi"),
+    "FS2": lambda m: FixedSize(n_landmarks=m, selection="renyi_kmeans"),
+    "ICF": lambda m: ICF(tol=1e-12, max_rank=m),
 }
 
 
@@ -54,19 +57,22 @@ def make_data(n: int) -> np.ndarray:
     return (X - X.mean(axis=0)) / X.std(axis=0)
 
 
-def _selection_time(method: dict, X: da.Array, m: int) -> tuple[float, int]:
+def _selection_time(options: SolverOptions, X: da.Array) -> tuple[float, int]:
     """Seconds and passes over the data of the selection step alone."""
     kernel = KernelPCA(kernel="rbf", gamma=1 / D)._resolve_kernel(D)
     rng = np.random.default_rng(0)
     start = time.perf_counter()
-    if method["solver"] == "nystrom":
-        select_landmarks(kernel, X, m, "uniform", rng=rng, block_bytes=DEFAULT_BLOCK_BYTES)
+    if isinstance(options, Nystrom):
+        select_landmarks(kernel, X, options.n_landmarks, options.sampling, rng=rng,
+                         block_bytes=DEFAULT_BLOCK_BYTES)
         passes = 1
-    elif method["solver"] == "fixed_size":
-        result = select_fixed_size(X, m, method["selection"], rng=rng, tol=1e-6, max_iter=20)
+    elif isinstance(options, FixedSize):
+        result = select_fixed_size(X, options.n_landmarks, options.selection, rng=rng,
+                                   tol=options.tol, max_iter=options.max_iter)
         passes = len(result.entropy_trace)
     else:
-        passes = incomplete_cholesky(kernel, X, tol=method["icf_tol"], max_rank=m).n_passes
+        passes = incomplete_cholesky(kernel, X, tol=options.tol,
+                                     max_rank=options.max_rank).n_passes
     return time.perf_counter() - start, passes
 
 
@@ -88,15 +94,11 @@ def run(n: int, m: int) -> list[list[Any]]:
           f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     rows = []
     for label, method in METHODS.items():
+        options = method(m)
         wait_for_quiet(0.2)
-        selection_s, passes = _selection_time(method, Xd, m)
-        params = {k: v for k, v in method.items() if k != "icf_tol"}
-        if method["solver"] == "icf":
-            params |= {"icf_tol": method["icf_tol"], "max_rank": m}
-        else:
-            params |= {"n_landmarks": m, "tol": 1e-6}
+        selection_s, passes = _selection_time(options, Xd)
         start = time.perf_counter()
-        model = KernelPCA(K, gamma=1 / D, random_state=0, **params).fit(Xd)
+        model = KernelPCA(K, gamma=1 / D, solver=options, random_state=0).fit(Xd)
         fit_s = time.perf_counter() - start
         values, similarity = _accuracy(model, reference)
         rows.append([f"{n:,}", label, m, f"{selection_s:.2f}", passes, f"{fit_s:.2f}",

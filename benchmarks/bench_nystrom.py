@@ -6,7 +6,7 @@ Data: ``n`` rows of ``d = 64`` standard normal features in float32 (seeded), RBF
 * scikit-learn: ``Nystroem(kernel="rbf", gamma, n_components=m).fit_transform(X)`` then
   ``PCA(10).fit`` of the ``n × m`` features (kernel PCA of the Nyström approximation; the
   features are held in memory).
-* dkpca: ``KernelPCA(10, solver="nystrom", n_landmarks=m).fit`` of ``X`` as a dask array
+* dkpca: ``KernelPCA(10, solver=Nystrom(n_landmarks=m)).fit`` of ``X`` as a dask array
   (in-memory rows, 100,000 per chunk, local threads); one pass accumulates ``m × m`` moments.
   With ``--zarr``, the largest sizes read ``X`` from a Zarr array on disk instead (out of
   core: ``X`` is never in memory), which is how ``n = 10,000,000`` runs.
@@ -103,12 +103,13 @@ def _fit(library: str, n: int, m: int, use_zarr: bool) -> dict[str, Any]:
         import dask.array as da
 
         import dkpca
+        from dkpca.options import Nystrom
 
         X = da.from_zarr(zarr_data(n)) if use_zarr else da.from_array(make_data(n),
                                                                       chunks=(CHUNK, -1))
         with Monitor() as monitor:
-            model = dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom",
-                                    n_landmarks=m, random_state=0).fit(X)
+            model = dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D,
+                                    solver=Nystrom(n_landmarks=m), random_state=0).fit(X)
         top = float(model.eigenvalues_[0])
     return {"time": monitor.elapsed, "peak": monitor.peak_increase, "top": top,
             "other_load": monitor.other_load}
@@ -127,6 +128,7 @@ def _fit_on_cluster(n: int, m: int, workers: int, memory: str) -> dict[str, Any]
     from dkpca.blocked import compute
     from dkpca.cluster import connect
     from dkpca.io import atomic_group, store_array
+    from dkpca.options import Nystrom
 
     path = zarr_data(n)
     out = RESULTS / f"nystrom-{n}-scores.zarr"
@@ -134,8 +136,8 @@ def _fit_on_cluster(n: int, m: int, workers: int, memory: str) -> dict[str, Any]
         pids = client.run(lambda: __import__("os").getpid())
         X = da.from_zarr(path)
         with Monitor() as monitor:
-            model = dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom",
-                                    n_landmarks=m, random_state=0).fit(X)
+            model = dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D,
+                                    solver=Nystrom(n_landmarks=m), random_state=0).fit(X)
             with atomic_group(out, overwrite=True) as group:
                 compute(store_array(group, "scores", model.transform(X)))
         restarted = client.run(lambda: __import__("os").getpid()) != pids
@@ -203,6 +205,7 @@ def _phases(n: int, m: int, use_zarr: bool) -> dict[str, Any]:
     from dkpca.blocked import STRIP_BYTES, compute, tree_sum, worker_block_bytes
     from dkpca.kernels import RBF
     from dkpca.linalg import top_eigh
+    from dkpca.options import Nystrom
     from dkpca.solvers import ComponentRule
     from dkpca.solvers._landmarks import select_landmarks
     from dkpca.solvers.nystrom import _kernel_moments, fit_nystrom, inverse_sqrt
@@ -210,7 +213,7 @@ def _phases(n: int, m: int, use_zarr: bool) -> dict[str, Any]:
     X = da.from_zarr(zarr_data(n)) if use_zarr else da.from_array(make_data(n),
                                                                   chunks=(CHUNK, -1))
     kernel, block_bytes = RBF(gamma=1 / D), 128 * 2**20
-    dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver="nystrom", n_landmarks=10,
+    dkpca.KernelPCA(K, kernel="rbf", gamma=1 / D, solver=Nystrom(n_landmarks=10),
                     random_state=0).fit(X[:2000])  # lazy imports out of the timings
     times = {}
     start = time.perf_counter()

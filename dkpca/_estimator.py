@@ -12,14 +12,15 @@ import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
 
+from ._typing import RandomStateLike
 from ._validation import InstanceOf, Interval, Options, check_random_state
 from .blocked import compute
 from .io import is_lazy
-from .solvers import SAMPLINGS, ComponentRule, Sketch
+from .solvers import ComponentRule, Sketch
 
 __all__ = [
-    "NYSTROM_CONSTRAINTS",
     "N_COMPONENTS",
+    "RANDOM_STATE",
     "SIZE",
     "SKETCH_CONSTRAINTS",
     "available_when",
@@ -130,47 +131,44 @@ def like_input(result: da.Array, original: Any) -> np.ndarray | da.Array:
 SIZE = [Interval("int", 1, None), InstanceOf(str, "a size string such as '128MiB'")]
 N_COMPONENTS = [Interval("int", 1, None), Interval("real", 0, 1, closed="neither"), None]
 
-#: Constraints of the sketch parameters, shared by KernelPCA and PCA.
+#: The constraint of ``random_state``, shared by every estimator.
+RANDOM_STATE: list = [Interval("int", 0, None), InstanceOf(
+    (np.random.Generator, np.random.RandomState), "a numpy Generator or RandomState"
+), None]
+
+#: Constraints of linear PCA's sketch parameters.
 SKETCH_CONSTRAINTS: dict = {
     "sketch": [Options({"gaussian", "hashing"})],
     "sketch_dim": [Interval("int", 1, None), None],
     "n_hashes": [Interval("int", 1, None)],
     "refine": [InstanceOf(bool, "a bool")],
-    "random_state": [Interval("int", 0, None), InstanceOf(
-        (np.random.Generator, np.random.RandomState), "a numpy Generator or RandomState"
-    ), None],
-}
-
-#: Constraints of the Nyström parameters.
-NYSTROM_CONSTRAINTS: dict = {
-    "n_landmarks": [Interval("int", 1, None), None],
-    "sampling": [Options(set(SAMPLINGS))],
-    "nystrom_method": [Options({"feature_map", "extension"})],
+    "random_state": RANDOM_STATE,
 }
 
 
-def make_sketch(estimator: Any, n_max: int, rule: ComponentRule, owner: str) -> Sketch:
-    """Build the estimator's :class:`Sketch`: ``sketch_dim``, or ``max(200, 10 k)`` up to ``n_max``.
+def make_sketch(
+    kind: str, dim: int | None, n_hashes: int, random_state: RandomStateLike, *, n_max: int,
+    rule: ComponentRule, owner: str, dim_name: str = "sketch_dim",
+) -> Sketch:
+    """Build a :class:`Sketch` of dimension ``dim``, or ``max(200, 10 k)`` up to ``n_max``.
 
-    ``k`` is the requested number of components (20 for a variance fraction).
+    ``k`` is the requested number of components (20 for a variance fraction); ``dim_name``
+    is the parameter the messages name.
 
     Examples
     --------
-    >>> from types import SimpleNamespace
-    >>> est = SimpleNamespace(sketch="gaussian", sketch_dim=None, n_hashes=1, random_state=0)
-    >>> make_sketch(est, 10_000, ComponentRule.from_params(5, None), "PCA").sketch_dim
+    >>> rule = ComponentRule.from_params(5, None)
+    >>> make_sketch("gaussian", None, 1, 0, n_max=10_000, rule=rule, owner="PCA").sketch_dim
     200
     """
     wanted = rule.count if rule.count is not None else 20
-    q = estimator.sketch_dim
-    q = q if q is not None else min(n_max, max(200, 10 * wanted))
+    q = dim if dim is not None else min(n_max, max(200, 10 * wanted))
     if rule.count is not None and rule.count > q:
         raise ValueError(
-            f"{owner}: n_components={rule.count} exceeds sketch_dim={q}; the sketch yields "
-            f"at most sketch_dim components."
+            f"{owner}: n_components={rule.count} exceeds {dim_name}={q}; the sketch yields "
+            f"at most {q} components."
         )
-    return Sketch(estimator.sketch, q, check_random_state(estimator.random_state),
-                  estimator.n_hashes)
+    return Sketch(kind, q, check_random_state(random_state), n_hashes)
 
 
 class available_when:

@@ -1,8 +1,11 @@
-"""How :class:`~dkpca.KernelPCA`'s parameters become one solver run.
+"""How :class:`~dkpca.KernelPCA`'s parameters become one solver run: a layer of pure functions.
 
 The estimator validates its input and parameters; this module picks the solver
-(``solver="auto"``), checks what each solver can do with the kernel, and runs it, ending in a
-:class:`~dkpca.solvers.KernelBasis` and the training eigenvectors.
+(``solver="auto"``), checks what each solver can do with the kernel, and runs it with the
+solver's options (:mod:`dkpca.options`), ending in a :class:`SolverRun`: the
+:class:`~dkpca.solvers.KernelBasis`, the training eigenvectors, the passes and the traces. It
+never reads or writes the estimator: messages name it through ``owner``, and the estimator
+sets every fitted attribute from the run.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import scipy.sparse
 
 from ._estimator import make_sketch
 from ._precomputed import PrecomputedKernel, indexed_kernel_rows
+from ._typing import RandomStateLike
 from ._validation import check_random_state
 from .blocked import compute
 from .io import as_array, is_lazy
 from .kernels import Kernel
 from .linalg import FLOAT32_MIN_TOL
 from .moments import RowStatistics
+from .options import ICF, Exact, FixedSize, Nystrom, Randomized, Sketch, SolverOptions
 from .solvers import (
     ComponentRule,
     KernelBasis,
@@ -42,7 +47,6 @@ from .solvers import (
 __all__ = [
     "EXACT_MAX_SAMPLES",
     "INCREMENTAL_SOLVERS",
-    "RANDOMIZED_MAX_ITER",
     "SolverRun",
     "continue_landmarks",
     "resolve_cache_dtype",
@@ -56,12 +60,6 @@ logger = logging.getLogger(__name__)
 
 #: Below this many samples ``solver="auto"`` always decomposes the kernel exactly.
 EXACT_MAX_SAMPLES = 2000
-
-#: Default pass budget of the randomized solver.
-RANDOMIZED_MAX_ITER = 30
-
-#: Solvers whose landmarks are training points chosen from the kernel alone.
-_LANDMARK_SOLVERS = ("nystrom", "fixed_size", "icf")
 
 #: Solvers that are a sum over rows once their landmarks are fixed: ``partial_fit`` continues them.
 INCREMENTAL_SOLVERS = ("nystrom", "fixed_size")
@@ -85,26 +83,23 @@ class SolverRun:
     traces: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def training_data(est: Any, X: Any) -> Any:
+def training_data(X: Any, *, precomputed: bool, copy_X: bool, owner: str) -> Any:
     """Return the validated training data the model keeps: its own copy under ``copy_X``.
 
     Lazy data stays a lazy reference; a precomputed kernel matrix becomes indexed rows.
 
     Examples
     --------
-    >>> from types import SimpleNamespace
     >>> X = np.ones((3, 2))
-    >>> copied, kept = (SimpleNamespace(kernel="rbf", copy_X=c) for c in (True, False))
-    >>> training_data(copied, X) is X, training_data(kept, X) is X
-    (False, True)
+    >>> kept = [training_data(X, precomputed=False, copy_X=c, owner="KernelPCA") is X
+    ...         for c in (True, False)]
+    >>> kept
+    [False, True]
     """
     data = as_array(X, accept_sparse=True)
-    if isinstance(est.kernel, str) and est.kernel == "precomputed":
-        if est.fit_inverse_transform:
-            raise ValueError("KernelPCA: Cannot fit_inverse_transform with a precomputed "
-                             "kernel: pre-images need an input space.")
-        return indexed_kernel_rows(data, "KernelPCA")  # a new array
-    if not est.copy_X or is_lazy(X):
+    if precomputed:
+        return indexed_kernel_rows(data, owner)  # a new array
+    if not copy_X or is_lazy(X):
         return data
     source = X.data if hasattr(X, "dims") else X  # an in-memory DataArray's values
     if scipy.sparse.issparse(data):
@@ -113,55 +108,65 @@ def training_data(est: Any, X: Any) -> Any:
     return data.copy() if shares else data
 
 
-def resolve_sketch_method(est: Any, kernel: Kernel) -> str:
-    """Return ``est.sketch_method``, with ``"auto"`` resolved by the kernel's definiteness."""
-    if est.sketch_method != "auto":
-        return est.sketch_method
+def resolve_sketch_method(options: Sketch, kernel: Kernel) -> str:
+    """Return ``options.method``, with ``"auto"`` resolved by the kernel's definiteness.
+
+    Examples
+    --------
+    >>> from dkpca.kernels import Sigmoid
+    >>> resolve_sketch_method(Sketch(), Sigmoid())
+    'covariance'
+    """
+    if options.method != "auto":
+        return options.method
     return "nystrom" if kernel.positive_semidefinite else "covariance"
 
 
-def resolve_cache_dtype(est: Any, data_dtype: np.dtype) -> np.dtype:
-    """Return the randomized solver's tile precision for ``est.cache_dtype`` and ``est.tol``.
+def resolve_cache_dtype(options: Randomized, data_dtype: np.dtype) -> np.dtype:
+    """Return the randomized solver's tile precision for its ``cache_dtype`` and ``tol``.
 
     Examples
     --------
-    >>> from types import SimpleNamespace
-    >>> resolve_cache_dtype(SimpleNamespace(cache_dtype="auto", tol=1e-9), np.dtype("f8"))
+    >>> resolve_cache_dtype(Randomized(tol=1e-9), np.dtype("f8"))
     dtype('float64')
     """
-    if est.cache_dtype != "auto":
-        return np.dtype(est.cache_dtype)
-    float32_enough = data_dtype == np.float32 or est.tol >= FLOAT32_MIN_TOL
+    if options.cache_dtype != "auto":
+        return np.dtype(options.cache_dtype)
+    float32_enough = data_dtype == np.float32 or options.tol >= FLOAT32_MIN_TOL
     return np.dtype(np.float32 if float32_enough else np.float64)
 
 
-def resolve_solver(est: Any, n: int, rule: ComponentRule, kernel_fits: bool) -> str:
-    """Return the solver ``est.solver`` names, or the one ``"auto"`` picks.
+def resolve_solver(
+    solver: str, n_components: Any, n: int, rule: ComponentRule, *, kernel_fits: bool,
+    max_memory: Any, owner: str,
+) -> str:
+    """Return the solver ``solver`` names, or the one ``"auto"`` picks.
+
+    ``max_memory`` is the estimator's parameter, named in the messages.
 
     Examples
     --------
-    >>> from types import SimpleNamespace
-    >>> est = SimpleNamespace(solver="auto", n_components=5, max_memory="auto")
-    >>> resolve_solver(est, 100_000, ComponentRule(count=5), kernel_fits=True)
+    >>> resolve_solver("auto", 5, 100_000, ComponentRule(count=5), kernel_fits=True,
+    ...                max_memory="auto", owner="KernelPCA")
     'randomized'
     """
-    if est.solver != "auto":
-        if est.solver == "exact" and not kernel_fits:
+    if solver != "auto":
+        if solver == "exact" and not kernel_fits:
             raise ValueError(
-                f"KernelPCA: solver='exact' needs the {n} x {n} kernel in memory, which "
-                f"exceeds max_memory={est.max_memory!r}; use solver='randomized'."
+                f"{owner}: solver='exact' needs the {n} x {n} kernel in memory, which "
+                f"exceeds max_memory={max_memory!r}; use solver='randomized'."
             )
-        if est.solver == "randomized" and est.n_components is None:
+        if solver == "randomized" and n_components is None:
             raise ValueError(
-                "KernelPCA: solver='randomized' needs n_components (an int or a variance "
+                f"{owner}: solver='randomized' needs n_components (an int or a variance "
                 "fraction); n_components=None asks for every component."
             )
-        return est.solver
-    if est.n_components is None:
+        return solver
+    if n_components is None:
         if not kernel_fits:
             raise ValueError(
-                f"KernelPCA: n_components=None asks for all components, which needs the "
-                f"{n} x {n} kernel in memory (above max_memory={est.max_memory!r}); "
+                f"{owner}: n_components=None asks for all components, which needs the "
+                f"{n} x {n} kernel in memory (above max_memory={max_memory!r}); "
                 f"set n_components."
             )
         return "exact"
@@ -169,168 +174,193 @@ def resolve_solver(est: Any, n: int, rule: ComponentRule, kernel_fits: bool) -> 
     return "exact" if small and kernel_fits else "randomized"
 
 
-def _check_rank(rule: ComponentRule, rank: int, name: str) -> None:
+def _check_rank(rule: ComponentRule, rank: int, name: str, owner: str) -> None:
     if rule.count is not None and rule.count > rank:
         raise ValueError(
-            f"KernelPCA: n_components={rule.count} exceeds {name}={rank}; a Nyström "
+            f"{owner}: n_components={rule.count} exceeds {name}={rank}; a Nyström "
             f"approximation of rank {rank} yields at most {rank} components."
         )
 
 
-def _check_input_space(est: Any, solver: str, kernel: Kernel) -> None:
+def _check_input_space(options: SolverOptions, kernel: Kernel, owner: str) -> None:
     """Refuse what needs the input space when the kernel matrix was given instead."""
     if not isinstance(kernel, PrecomputedKernel):
         return
-    if est.landmarks is not None:
-        raise ValueError("KernelPCA: landmarks are points of the input space, which a "
+    if isinstance(options, Nystrom) and options.landmarks is not None:
+        raise ValueError(f"{owner}: landmarks are points of the input space, which a "
                          "precomputed kernel does not have; choose them by sampling instead.")
-    if solver == "fixed_size" or (solver == "nystrom" and est.sampling == "kmeans"):
-        what = "solver='fixed_size'" if solver == "fixed_size" else "sampling='kmeans'"
+    kmeans = isinstance(options, Nystrom) and options.sampling == "kmeans"
+    if isinstance(options, FixedSize) or kmeans:
+        what = "sampling='kmeans'" if kmeans else "solver='fixed_size'"
         raise ValueError(
-            f"KernelPCA: {what} chooses landmarks in the input space, which a precomputed "
+            f"{owner}: {what} chooses landmarks in the input space, which a precomputed "
             f"kernel does not have; use sampling='uniform', 'diagonal' or 'column_norm'."
         )
 
 
-def _given_landmarks(est: Any, X: da.Array) -> np.ndarray | None:
-    """``est.landmarks`` as an ``(m, d)`` array in ``X``'s dtype, checked; ``None`` if not given."""
-    if est.landmarks is None:
+def _given_landmarks(options: SolverOptions, X: da.Array, owner: str) -> np.ndarray | None:
+    """Return the Nyström options' landmarks as an ``(m, d)`` array in ``X``'s dtype, checked.
+
+    ``None`` if none were given.
+    """
+    given = options.landmarks if isinstance(options, Nystrom) else None
+    if given is None:
         return None
-    landmarks = as_landmarks(est.landmarks, X.dtype)
+    landmarks = as_landmarks(given, X.dtype)
     if landmarks.ndim != 2 or landmarks.shape[1] != X.shape[1] or landmarks.shape[0] < 1:
         raise ValueError(
-            f"KernelPCA: landmarks must be an (m, {X.shape[1]}) array of points in X's space, "
+            f"{owner}: landmarks must be an (m, {X.shape[1]}) array of points in X's space, "
             f"got shape {landmarks.shape}.")
     if not scipy.sparse.issparse(landmarks) and not np.isfinite(landmarks).all():
-        raise ValueError("KernelPCA: landmarks contain NaN or infinity.")
+        raise ValueError(f"{owner}: landmarks contain NaN or infinity.")
     return landmarks
 
 
 def choose_landmarks(
-    est: Any, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
+    options: Nystrom | FixedSize, kernel: Kernel, X: da.Array, rule: ComponentRule, *,
+    random_state: RandomStateLike, block_bytes: int, owner: str,
 ) -> tuple[Any, int, dict[str, np.ndarray]]:
     """Return the nystrom or fixed-size solver's landmarks (given, or chosen in ``X``).
 
     With them, the fit's passes (``n_iter_``: the fixed-size selection's iterations, else 1)
     and its traces (the fixed-size selection's ``entropy_trace_``).
     """
-    given = _given_landmarks(est, X)
+    given = _given_landmarks(options, X, owner)
     if given is not None:
-        _check_rank(rule, given.shape[0], "the number of landmarks")
+        _check_rank(rule, given.shape[0], "the number of landmarks", owner)
         return given, 1, {}
     n = X.shape[0]
-    rng = np.random.default_rng(check_random_state(est.random_state))
-    m = est.n_landmarks if est.n_landmarks is not None else min(n, 1000)
+    rng = np.random.default_rng(check_random_state(random_state))
+    m = options.n_landmarks if options.n_landmarks is not None else min(n, 1000)
     if m > n:
-        raise ValueError(f"KernelPCA: n_landmarks={m} exceeds the {n} samples.")
-    _check_rank(rule, m, "n_landmarks")
-    if solver == "fixed_size":
-        result = select_fixed_size(X, m, est.selection, rng=rng, gamma=est.entropy_gamma,
-                                   tol=est.tol, max_iter=est.max_iter or 20)
+        raise ValueError(f"{owner}: n_landmarks={m} exceeds the {n} samples.")
+    _check_rank(rule, m, "n_landmarks", owner)
+    if isinstance(options, FixedSize):
+        result = select_fixed_size(X, m, options.selection, rng=rng,
+                                   gamma=options.entropy_gamma, tol=options.tol,
+                                   max_iter=options.max_iter, owner=owner)
         traces = {"entropy_trace_": result.entropy_trace}
         return result.landmarks, len(result.entropy_trace), traces
-    landmarks = select_landmarks(kernel, X, m, est.sampling, rng=rng, block_bytes=block_bytes)
+    landmarks = select_landmarks(kernel, X, m, options.sampling, rng=rng,
+                                 block_bytes=block_bytes, owner=owner)
     return landmarks, 1, {}
 
 
-def _fit_landmarks(
-    est: Any, solver: str, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
-) -> tuple[KernelBasis, RowStatistics | None, int, dict[str, np.ndarray]]:
-    """Nyström kernel PCA on landmarks chosen by ``solver``; statistics, passes, traces."""
-    if solver == "icf":
-        if est.landmarks is not None:
-            raise ValueError("KernelPCA: landmarks apply to the nystrom and fixed_size solvers; "
-                             "icf chooses its pivots from the kernel.")
-        n = X.shape[0]
-        rank = est.max_rank if est.max_rank is not None else min(n, 1000)
-        icf = incomplete_cholesky(kernel, X, tol=est.icf_tol, max_rank=rank)
-        _check_rank(rule, icf.rank, "the ICF rank")
-        R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
-        basis, _ = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes,
-                               feature_map=R)
-        return basis, None, icf.n_passes + 1, {"residual_trace_": np.array(icf.trace_history)}
-    landmarks, passes, traces = choose_landmarks(est, solver, kernel, X, rule, block_bytes)
-    method = est.nystrom_method if solver == "nystrom" else "feature_map"
-    basis, statistics = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
-                                    method=method)
-    return basis, statistics, passes, traces
+def _fit_icf(
+    options: ICF, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int, owner: str
+) -> tuple[KernelBasis, int, dict[str, np.ndarray]]:
+    """Nyström kernel PCA on the pivots of an incomplete Cholesky factorisation."""
+    n = X.shape[0]
+    rank = options.max_rank if options.max_rank is not None else min(n, 1000)
+    icf = incomplete_cholesky(kernel, X, tol=options.tol, max_rank=rank)
+    _check_rank(rule, icf.rank, "the ICF rank", owner)
+    R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
+    basis, _ = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes, feature_map=R,
+                           owner=owner)
+    return basis, icf.n_passes + 1, {"residual_trace_": np.array(icf.trace_history)}
 
 
 def continue_landmarks(
-    est: Any, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int
+    options: Nystrom | FixedSize, kernel: Kernel, X: da.Array, rule: ComponentRule, *,
+    fitted: KernelBasis | None, previous: RowStatistics | None, random_state: RandomStateLike,
+    block_bytes: int, owner: str,
 ) -> SolverRun:
     """One ``partial_fit`` call of the nystrom or fixed-size solver on the batch ``X``.
 
-    The first call (``est`` not fitted) fixes the landmarks (given, or chosen in this batch);
-    later calls keep the fitted ones and merge this batch's statistics into the model's.
+    The first call (``fitted`` is ``None``) fixes the landmarks (given, or chosen in this
+    batch); later calls keep the fitted basis's landmarks and merge this batch's statistics
+    into ``previous``.
     """
-    fitted = getattr(est, "basis_", None)
     if fitted is None:
-        landmarks, passes, traces = choose_landmarks(est, est.solver, kernel, X, rule,
-                                                     block_bytes)
-        previous = None
+        landmarks, passes, traces = choose_landmarks(
+            options, kernel, X, rule, random_state=random_state, block_bytes=block_bytes,
+            owner=owner)
     else:
         landmarks, passes, traces = fitted.basis, 1, {}
-        previous = getattr(est, "row_statistics_", None)
-        if previous is None:
-            raise ValueError(
-                f"KernelPCA: this model keeps no row statistics to continue from (fitted by "
-                f"solver={est.solver_!r} with nystrom_method={est.nystrom_method!r}, or saved "
-                f"in model format 2); fit it again with solver='nystrom' or 'fixed_size', or "
-                f"start a new model with partial_fit.")
-    _check_rank(rule, landmarks.shape[0], "the number of landmarks")
+    _check_rank(rule, landmarks.shape[0], "the number of landmarks", owner)
     K_LL = kernel.pairwise(landmarks).astype(np.float64)  # once: shift and feature map
     batch = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes,
-                                landmark_kernel=K_LL)
+                                landmark_kernel=K_LL, owner=owner)
     statistics = batch if previous is None else previous.merge(batch)
     basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes,
-                          landmark_kernel=K_LL)
+                          landmark_kernel=K_LL, owner=owner)
     return SolverRun(basis, None, passes, statistics, traces)
 
 
+def _landmark_run(
+    options: SolverOptions, kernel: Kernel, X: da.Array, rule: ComponentRule, *,
+    random_state: RandomStateLike, block_bytes: int, lazy: bool, owner: str,
+) -> SolverRun:
+    """Run a landmark solver (nystrom, fixed_size, icf); its eigenvectors are the scaled scores."""
+    statistics = None
+    if isinstance(options, ICF):
+        basis, passes, traces = _fit_icf(options, kernel, X, rule, block_bytes, owner)
+    else:
+        landmarks, passes, traces = choose_landmarks(
+            options, kernel, X, rule, random_state=random_state, block_bytes=block_bytes,
+            owner=owner)
+        method = options.method if isinstance(options, Nystrom) else "feature_map"
+        basis, statistics = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
+                                        method=method, owner=owner)
+    with np.errstate(divide="ignore", invalid="ignore"):  # zero columns stay zero
+        scale = np.where(basis.eigenvalues > 0, 1 / np.sqrt(basis.eigenvalues), 0.0)
+    vectors = basis.transform(X) * scale  # lazy: n x k
+    if not lazy:
+        (vectors,) = compute(vectors)
+    return SolverRun(basis, vectors, passes, statistics, traces)
+
+
 def run_solver(
-    est: Any,
-    solver: str,
+    options: SolverOptions,
     kernel: Kernel,
     X: da.Array,
     rule: ComponentRule,
     *,
+    random_state: RandomStateLike,
     block_bytes: int,
     cache_memory: int | None,
     basis_data: Any,
     lazy: bool,
+    owner: str,
 ) -> SolverRun:
-    """Run ``solver`` for the estimator ``est`` on ``X`` (the validated training data).
+    """Run the solver that ``options`` describe on ``X`` (the validated training data).
 
     ``basis_data`` is what the model keeps as its basis for the full-kernel solvers (the
     training data, copied or not); ``lazy`` keeps Nyström's eigenvectors lazy;
     ``cache_memory`` caps the randomized solver's cached tiles (``None``: automatic).
+
+    Examples
+    --------
+    >>> from dkpca.kernels import RBF
+    >>> X = da.from_array(np.random.default_rng(0).normal(size=(50, 3)))
+    >>> run = run_solver(Exact(), RBF(gamma=0.5), X, ComponentRule(count=2), random_state=0,
+    ...                  block_bytes=2**20, cache_memory=None, basis_data=X, lazy=False,
+    ...                  owner="KernelPCA")
+    >>> run.basis.n_components, run.vectors.shape, run.n_iter
+    (2, (50, 2), 1)
     """
-    _check_input_space(est, solver, kernel)
-    if solver == "exact":
+    _check_input_space(options, kernel, owner)
+    if isinstance(options, Exact):
         basis, vectors = fit_exact(kernel, X, rule, block_bytes=block_bytes,
-                                   basis_data=basis_data)
+                                   basis_data=basis_data, owner=owner)
         return SolverRun(basis, vectors, 1)
-    if solver == "sketch":
+    if isinstance(options, Sketch):
+        sketch = make_sketch(options.kind, options.dim, options.n_hashes, random_state,
+                             n_max=X.shape[0], rule=rule, owner=owner, dim_name="Sketch dim")
         basis, vectors = fit_sketch(
-            kernel, X, rule, sketch=make_sketch(est, X.shape[0], rule, "KernelPCA"),
-            block_bytes=block_bytes, method=resolve_sketch_method(est, kernel),
-            refine=est.refine, basis_data=basis_data,
+            kernel, X, rule, sketch=sketch, block_bytes=block_bytes,
+            method=resolve_sketch_method(options, kernel), refine=options.refine,
+            basis_data=basis_data, owner=owner,
         )
-        return SolverRun(basis, vectors, 2 if est.refine else 1)
-    if solver in _LANDMARK_SOLVERS:
-        basis, statistics, passes, traces = _fit_landmarks(est, solver, kernel, X, rule,
-                                                           block_bytes)
-        with np.errstate(divide="ignore", invalid="ignore"):  # zero columns stay zero
-            scale = np.where(basis.eigenvalues > 0, 1 / np.sqrt(basis.eigenvalues), 0.0)
-        vectors = basis.transform(X) * scale  # lazy: n x k
-        if not lazy:
-            (vectors,) = compute(vectors)
-        return SolverRun(basis, vectors, passes, statistics, traces)
+        return SolverRun(basis, vectors, 2 if options.refine else 1)
+    if isinstance(options, Nystrom | FixedSize | ICF):
+        return _landmark_run(options, kernel, X, rule, random_state=random_state,
+                             block_bytes=block_bytes, lazy=lazy, owner=owner)
+    # Randomized: the estimator's constraints admit no other options class
     basis, vectors, result = fit_randomized(
-        kernel, X, rule, seed=check_random_state(est.random_state), block_bytes=block_bytes,
-        max_memory=cache_memory, cache_dtype=resolve_cache_dtype(est, X.dtype),
-        n_oversamples=est.n_oversamples, tol=est.tol,
-        max_iter=est.max_iter or RANDOMIZED_MAX_ITER, basis_data=basis_data,
+        kernel, X, rule, seed=check_random_state(random_state), block_bytes=block_bytes,
+        max_memory=cache_memory, cache_dtype=resolve_cache_dtype(options, X.dtype),
+        n_oversamples=options.n_oversamples, tol=options.tol, max_iter=options.max_iter,
+        basis_data=basis_data, owner=owner,
     )
     return SolverRun(basis, vectors, result.n_passes)

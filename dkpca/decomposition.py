@@ -2,30 +2,30 @@
 
 Linear :class:`~dkpca.linear.PCA` lives in :mod:`dkpca.linear` and is re-exported here.
 
-Over 500 lines, for one reason: the class docstring (about 290 lines) documents every one of
-``KernelPCA``'s 35 parameters and fitted attributes. The solvers, the pre-images and the
-checks live in their own modules; the methods here only route to them.
+Over 500 lines, for one reason: the docstrings (about 175 lines for the class's 17 parameters
+and fitted attributes, 45 for ``partial_fit``) are the API reference. The solvers and their
+options (:mod:`dkpca.options`), the pre-images and the checks live in their own modules; the
+methods here only route to them.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 import dask
 import dask.array as da
 import numpy as np
 import psutil
-import scipy.sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from ._device import array_module, is_device_array, to_host
 from ._estimator import (
     N_COMPONENTS,
-    NYSTROM_CONSTRAINTS,
+    RANDOM_STATE,
     SIZE,
-    SKETCH_CONSTRAINTS,
     available_when,
     check_features,
     check_samples,
@@ -57,9 +57,19 @@ from .io import as_array, as_dask, is_lazy
 from .io._views import view_blocks
 from .kernels import Kernel, get_kernel
 from .linear import PCA
+from .options import (
+    FLAT_PARAMETERS,
+    PREIMAGES,
+    SOLVERS,
+    FixedPoint,
+    Nystrom,
+    SolverOptions,
+    moved_parameters,
+    solver_name,
+    solver_options,
+)
 from .preimage import PreimageMixin
-from .solvers import SELECTIONS, ComponentRule
-from .tiles import CACHE_DTYPES
+from .solvers import ComponentRule
 
 __all__ = ["PCA", "KernelPCA"]
 
@@ -101,35 +111,23 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         Degree of the polynomial kernel.
     coef0 : float, default=1
         Independent term of the poly and sigmoid kernels.
-    solver : {"auto", "exact", "randomized", "sketch", "nystrom", "fixed_size", "icf"}, \
-default="auto"
-        ``"exact"`` gathers the kernel and calls LAPACK; ``"randomized"`` runs a block Krylov
-        iteration on the kernel operator (cached in memory when it fits, re-evaluated tile by
-        tile when it does not); ``"sketch"`` is approx-KPCA (tutorial Alg. 6): one pass
-        sketches the centred kernel map to ``sketch_dim`` dimensions, then a
-        ``sketch_dim × sketch_dim`` eigenproblem; ``"nystrom"`` approximates the kernel
-        through ``n_landmarks`` landmarks and runs a one-pass PCA of their feature map
-        (out of core: only ``m × m`` objects are gathered); ``"fixed_size"`` is Nyström with
+    solver : str or a :mod:`dkpca.options` object, default="auto"
+        The solver, by name with its defaults or as an options object with its own
+        settings (:class:`~dkpca.options.Randomized`, :class:`~dkpca.options.Sketch`, ...;
+        a grid search reaches them as ``solver__<option>``). ``"exact"`` gathers the kernel
+        and calls LAPACK; ``"randomized"`` runs a block Krylov iteration on the kernel
+        operator (cached in memory when it fits, re-evaluated tile by tile when it does not);
+        ``"sketch"`` is approx-KPCA (tutorial Alg. 6): one pass sketches the centred kernel
+        map to ``q`` dimensions, then a ``q × q`` eigenproblem; ``"nystrom"`` approximates
+        the kernel through ``m`` landmarks and runs a one-pass PCA of their feature map (out
+        of core: only ``m × m`` objects are gathered); ``"fixed_size"`` is Nyström with
         landmarks chosen to maximise their quadratic Renyi entropy (MDD paper §V, FS and FS2;
         any kernel); ``"icf"`` is Nyström on the pivots of an incomplete Cholesky
-        factorisation of the kernel matrix, stopped by ``icf_tol`` or ``max_rank`` (MDD paper
-        eqs. 16–19). ``"auto"`` takes ``"exact"`` for at most
-        2,000 samples, when ``n_components`` is ``None`` or above a fifth of the samples, and
-        ``"randomized"`` otherwise.
+        factorisation of the kernel matrix (MDD paper eqs. 16–19). ``"auto"`` takes
+        ``"exact"`` for at most 2,000 samples, when ``n_components`` is ``None`` or above a
+        fifth of the samples, and ``"randomized"`` (with its defaults) otherwise.
     min_relative_eigenvalue : float, optional
         Drop components whose eigenvalue is below this fraction of the first.
-    n_oversamples : int, optional
-        Randomized solver: extra columns in the Krylov block; by default ``n_components + 10``
-        columns widened to 32 (a pass with 32 columns costs little more than one with 20, and
-        flat spectra converge in fewer passes).
-    tol : float, default=1e-6
-        Randomized solver: stop when every eigenpair's residual ``||K_c u - λ u||`` is below
-        ``tol · λ_1``. Fixed-size solver: stop when an iteration raises the entropy by less
-        than this fraction.
-    max_iter : int, optional
-        Randomized solver: maximum passes over the kernel (default 30; with the default block
-        of 32 columns the Krylov basis holds at most 960 columns). Fixed-size solver: maximum
-        iterations, candidate batches (default 20).
     block_size : int or str, default="128MiB"
         Memory for one kernel tile.
     max_memory : int, str or "auto", default="auto"
@@ -138,81 +136,19 @@ default="auto"
         under a ``distributed.Client``). ``"auto"`` is half of this machine's available memory
         for the exact solver and, for the cache, the workers' free memory (half of each
         worker's limit less what it uses) or, without a cluster, half of the available memory.
-    cache_dtype : {"auto", "float32", "float64"}, default="auto"
-        Randomized solver: precision of the kernel tiles, cached or streamed. Products are
-        accumulated in float64 and every tile is stored less its mean (restored exactly), so
-        float32 tiles keep eigenvalues within about 1e-7 of float64 even for a nearly constant
-        kernel; RBF tiles are then also evaluated with a float32 GEMM on data moved to the
-        origin. ``"auto"`` takes float32 for float32 data and for ``tol >= 1e-6``, float64
-        otherwise. float32 halves the cache (a quarter of one float64 kernel matrix).
-    sketch : {"gaussian", "hashing"}, default="gaussian"
-        Sketch solver: Gaussian random projection (eq. 36) or signed feature hashing
-        (eqs. 40, 46).
-    sketch_dim : int, optional
-        Sketch solver: the sketch's dimension ``q``; by default ``max(200, 10 k)`` for ``k``
-        components (20 when ``n_components`` is a fraction), at most ``n_samples``.
-    n_hashes : int, default=1
-        Hashing sketch: hash functions concatenated (``sketch_dim`` must be a multiple).
-    sketch_method : {"auto", "nystrom", "covariance"}, default="auto"
-        Sketch solver: how eigenpairs are read from the sketch ``Y = K_c W``. ``"covariance"``
-        is the tutorial's Alg. 6 (eigenpairs of ``Yᵀ Y``, which approximate those of
-        ``K_c²``); ``"nystrom"`` goes beyond it with the Nyström approximation
-        ``Y (Wᵀ Y)⁺ Yᵀ`` of ``K_c`` from the same pass, far more accurate for eigenvectors
-        (on digits at ``q = 400`` every top-5 similarity is above 0.99, against 0.65–1 per
-        draw) but only justified for PSD kernels. ``"auto"`` picks ``"nystrom"`` when the
-        kernel is positive semi-definite and ``"covariance"`` otherwise (sigmoid).
-    refine : bool, default=False
-        Sketch solver: one more pass for the exact Rayleigh–Ritz projection on the sketched
-        subspace (exact eigenvalues there; no mixing of close eigenvectors).
-    n_landmarks : int, optional
-        Nyström solver: the number of landmarks ``m``; by default ``min(n_samples, 1000)``.
-    landmarks : array-like (m, n_features), optional
-        Nyström and fixed-size solvers: use these points as the landmarks instead of choosing
-        them (``n_landmarks``, ``sampling`` and ``selection`` are then unused). Two models
-        with the same landmarks are the same fit, whether by :meth:`fit` or by
-        :meth:`partial_fit` over batches. A saved model keeps them as ``landmarks_`` (the
-        parameter itself is saved as ``None``).
-    sampling : {"uniform", "diagonal", "column_norm", "kmeans"}, default="uniform"
-        Nyström solver: how landmarks are chosen: uniformly, with probability ``∝ k(x, x)²``
-        (eq. 64), ``∝ Σ_j k(x, x_j)²`` (eq. 65; one pass over the kernel), or as k-means
-        centroids of a subsample.
-    selection : {"renyi_kmeans", "renyi"}, default="renyi_kmeans"
-        Fixed-size solver: FS2 (working set started at k-means centroids snapped to data
-        points; the member most similar to the rest is replaced by the best of a batch of
-        candidates) or FS (random start, random replacements kept when the entropy rises).
-        Both keep only swaps that raise the entropy; ``n_landmarks`` sets the set's size.
-    entropy_gamma : float, optional
-        Fixed-size solver: the Parzen window ``exp(-entropy_gamma ||x - y||²)`` whose
-        quadratic Renyi entropy is maximised; by default Scott's rule for ``n_landmarks``
-        points (see :mod:`dkpca.solvers.fixed_size`). The model's ``gamma`` is the paper's
-        choice, but a window that wide favours isolated points.
-    icf_tol : float, optional
-        ICF solver: ``η``, stop once the trace of ``K - G Gᵀ`` is below it; by default
-        ``1e-3`` times the trace of ``K``.
-    max_rank : int, optional
-        ICF solver: the most pivots ``Q``; by default ``min(n_samples, 1000)``.
-    nystrom_method : {"feature_map", "extension"}, default="feature_map"
-        Nyström solver: PCA of the feature map ``K(x, L) K_LL^{-1/2}`` centred on all the
-        training points (one pass; exact for the approximated kernel), or the tutorial's
-        eigen-extension of the landmarks' eigenpairs (eqs. 62–63; no pass).
-    preimage : {"auto", "fixed_point", "learned"}, default="auto"
+    preimage : {"auto", "fixed_point", "learned"} or FixedPoint, default="auto"
         How ``inverse_transform`` and ``denoise`` map back to the input space: the fixed-point
-        iteration of Mika et al. (RBF kernels on dense data only) or the kernel ridge
-        regression learned with ``fit_inverse_transform`` (any kernel). ``"auto"`` takes the
-        learned one when ``fit_inverse_transform=True`` (as scikit-learn), else the fixed
-        point where it applies. See :mod:`dkpca.preimage`.
+        iteration of Mika et al. (RBF kernels on dense data only; its stopping rule in
+        :class:`~dkpca.options.FixedPoint`) or the kernel ridge regression learned with
+        ``fit_inverse_transform`` (any kernel). ``"auto"`` takes the learned one when
+        ``fit_inverse_transform=True`` (as scikit-learn), else the fixed point where it
+        applies. See :mod:`dkpca.preimage`.
     fit_inverse_transform : bool, default=False
         Learn the kernel ridge pre-image from the training scores to the training points (the
         landmarks for landmark solvers; at most 5,000 training points otherwise), as
         scikit-learn does.
     alpha : float, default=1.0
         Ridge penalty of the learned pre-image.
-    preimage_tol : float, default=1e-6
-        Fixed-point pre-image: stop a point when a step moves it less than this times the
-        kernel's length scale ``σ``.
-    preimage_max_iter : int, default=300
-        Fixed-point pre-image: iterations at most; points still moving are reported (logged)
-        and keep their last iterate.
     random_state : int, numpy Generator, RandomState or None, default=None
         Seed of the randomized solver's start block, of the sketch, of landmark sampling and
         of the learned pre-image's subsample.
@@ -329,33 +265,29 @@ default="auto"
         "sigma2": [Interval("real", 0, None, closed="neither"), None],
         "degree": [Interval("int", 1, None)],
         "coef0": [Interval("real", None, None)],
-        "solver": [
-            Options({"auto", "exact", "randomized", "sketch", "nystrom", "fixed_size", "icf"})
-        ],
+        "solver": [Options({"auto", *SOLVERS}),
+                   InstanceOf(tuple(SOLVERS.values()), "a dkpca.options solver object")],
         "min_relative_eigenvalue": [Interval("real", 0, 1, closed="neither"), None],
-        **NYSTROM_CONSTRAINTS,
-        **SKETCH_CONSTRAINTS,
-        "n_oversamples": [Interval("int", 0, None), None],
-        "tol": [Interval("real", 0, None, closed="neither")],
-        "max_iter": [Interval("int", 1, None), None],
         "block_size": SIZE,
         "max_memory": [*SIZE, Options({"auto"})],
-        "cache_dtype": [Options(set(CACHE_DTYPES))],
-        "sketch_method": [Options({"auto", "nystrom", "covariance"})],
-        "selection": [Options(set(SELECTIONS))],
-        "entropy_gamma": [Interval("real", 0, None, closed="neither"), None],
-        "landmarks": [InstanceOf((np.ndarray, list, tuple, scipy.sparse.spmatrix,
-                                  scipy.sparse.sparray), "an (m, n_features) array"), None],
-        "icf_tol": [Interval("real", 0, None, closed="neither"), None],
-        "max_rank": [Interval("int", 1, None), None],
-        "preimage": [Options({"auto", "fixed_point", "learned"})],
+        "preimage": [Options(set(PREIMAGES)), InstanceOf(FixedPoint, "a FixedPoint")],
         "fit_inverse_transform": [Options({True, False})],
         "alpha": [Interval("real", 0, None, closed="neither")],
-        "preimage_tol": [Interval("real", 0, None, closed="neither")],
-        "preimage_max_iter": [Interval("int", 1, None)],
+        "random_state": RANDOM_STATE,
         "remove_zero_eig": [Options({True, False})],
         "copy_X": [Options({True, False})],
     }
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """Refuse a flat solver parameter of model format 3, saying where it went.
+
+        Checked here, before ``__init__``, whose signature scikit-learn reads (it may not
+        take ``**kwargs``): the user sees the new place instead of "unexpected keyword".
+        """
+        moved = sorted(set(kwargs) & {n for names in FLAT_PARAMETERS.values() for n in names})
+        if moved:
+            raise TypeError(f"KernelPCA: {moved_parameters(moved)}.")
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -366,32 +298,13 @@ default="auto"
         sigma2: float | None = None,
         degree: int = 3,
         coef0: float = 1.0,
-        solver: str = "auto",
+        solver: str | SolverOptions = "auto",
         min_relative_eigenvalue: float | None = None,
-        n_oversamples: int | None = None,
-        tol: float = 1e-6,
-        max_iter: int | None = None,
         block_size: int | str = "128MiB",
         max_memory: int | str = "auto",
-        cache_dtype: str = "auto",
-        sketch: str = "gaussian",
-        sketch_dim: int | None = None,
-        n_hashes: int = 1,
-        sketch_method: str = "auto",
-        refine: bool = False,
-        n_landmarks: int | None = None,
-        landmarks: ArrayLike | None = None,
-        sampling: str = "uniform",
-        selection: str = "renyi_kmeans",
-        entropy_gamma: float | None = None,
-        icf_tol: float | None = None,
-        max_rank: int | None = None,
-        nystrom_method: str = "feature_map",
-        preimage: str = "auto",
+        preimage: str | FixedPoint = "auto",
         fit_inverse_transform: bool = False,
         alpha: float = 1.0,
-        preimage_tol: float = 1e-6,
-        preimage_max_iter: int = 300,
         random_state: RandomStateLike = None,
         kernel_params: Mapping[str, Any] | None = None,
         remove_zero_eig: bool = False,
@@ -405,30 +318,11 @@ default="auto"
         self.coef0 = coef0
         self.solver = solver
         self.min_relative_eigenvalue = min_relative_eigenvalue
-        self.n_oversamples = n_oversamples
-        self.tol = tol
-        self.max_iter = max_iter
         self.block_size = block_size
         self.max_memory = max_memory
-        self.cache_dtype = cache_dtype
-        self.sketch = sketch
-        self.sketch_dim = sketch_dim
-        self.n_hashes = n_hashes
-        self.sketch_method = sketch_method
-        self.refine = refine
-        self.n_landmarks = n_landmarks
-        self.landmarks = landmarks
-        self.sampling = sampling
-        self.selection = selection
-        self.entropy_gamma = entropy_gamma
-        self.icf_tol = icf_tol
-        self.max_rank = max_rank
-        self.nystrom_method = nystrom_method
         self.preimage = preimage
         self.fit_inverse_transform = fit_inverse_transform
         self.alpha = alpha
-        self.preimage_tol = preimage_tol
-        self.preimage_max_iter = preimage_max_iter
         self.random_state = random_state
         self.kernel_params = kernel_params
         self.remove_zero_eig = remove_zero_eig
@@ -485,15 +379,18 @@ default="auto"
         if is_device_array(X):  # CuPy input: computed on the GPU, kept on the host
             with dask.config.set({"dkpca.device": "cuda"}):
                 return self.fit(to_host(X), y)
-        validate_params(self.get_params(), self._parameter_constraints, "KernelPCA")
+        self._validate_params()
         clear_fitted(self)  # nothing from an earlier fit with other parameters
-        data = training_data(self, X)
+        if self._precomputed and self.fit_inverse_transform:
+            raise ValueError("KernelPCA: Cannot fit_inverse_transform with a precomputed "
+                             "kernel: pre-images need an input space.")
+        data = training_data(X, precomputed=self._precomputed, copy_X=self.copy_X,
+                             owner="KernelPCA")
         Xd = as_dask(data, check_finite=False, accept_sparse=True)
         check_samples(Xd, "KernelPCA")
         n, d = Xd.shape
         check_n_components(self.n_components, n, "KernelPCA")
-        rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue,
-                                         self.remove_zero_eig or self.n_components is None)
+        rule = self._component_rule()
         kernel = PrecomputedKernel(n) if self._precomputed else self._resolve_kernel(d)
         block_bytes = parse_size(self.block_size, "block_size", "KernelPCA")
         if self.max_memory == "auto":
@@ -502,18 +399,28 @@ default="auto"
         else:
             max_memory = cache_memory = parse_size(self.max_memory, "max_memory", "KernelPCA")
         kernel_fits = n * n * Xd.dtype.itemsize <= max_memory
-        solver = resolve_solver(self, n, rule, kernel_fits)
-        if self.landmarks is not None and solver not in INCREMENTAL_SOLVERS:
-            raise ValueError(f"KernelPCA: landmarks apply to solver='nystrom' and "
-                             f"'fixed_size', not solver={solver!r}.")
+        solver = resolve_solver(solver_name(self.solver), self.n_components, n, rule,
+                                kernel_fits=kernel_fits, max_memory=self.max_memory,
+                                owner="KernelPCA")
         logger.info("KernelPCA: %s solver on %d x %d, kernel %r", solver, n, d, kernel)
         run = run_solver(
-            self, solver, kernel, Xd, rule, block_bytes=block_bytes,
-            cache_memory=cache_memory,
-            basis_data=data, lazy=is_lazy(X),
+            solver_options(self.solver, solver), kernel, Xd, rule,
+            random_state=self.random_state, block_bytes=block_bytes,
+            cache_memory=cache_memory, basis_data=data, lazy=is_lazy(X), owner="KernelPCA",
         )
         self._set_fitted(run, kernel, solver, d)
         return self
+
+    def _validate_params(self) -> None:
+        """Check every parameter, and those of the solver and pre-image options objects."""
+        validate_params(self.get_params(deep=False), self._parameter_constraints, "KernelPCA")
+        for options in (self.solver, self.preimage):
+            if isinstance(options, SolverOptions):
+                options.validated("KernelPCA")
+
+    def _component_rule(self) -> ComponentRule:
+        return ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue,
+                                         self.remove_zero_eig or self.n_components is None)
 
     def _incremental(self) -> None:
         """Raise AttributeError, saying why, where ``partial_fit`` does not exist.
@@ -522,14 +429,15 @@ default="auto"
         ``hasattr(model, "partial_fit")`` (what scikit-learn and dask-ml test) is true exactly
         when a call can work, and a call otherwise names the solvers that can.
         """
-        if self.solver not in INCREMENTAL_SOLVERS:
+        solver = solver_name(self.solver)
+        if solver not in INCREMENTAL_SOLVERS:
             raise AttributeError(
                 f"KernelPCA: partial_fit needs solver='nystrom' or 'fixed_size', which sum over "
-                f"rows once their landmarks are fixed; solver={self.solver!r} needs every row "
+                f"rows once their landmarks are fixed; solver={solver!r} needs every row "
                 f"at once.")
-        if self.solver == "nystrom" and self.nystrom_method != "feature_map":
+        if isinstance(self.solver, Nystrom) and self.solver.method != "feature_map":
             raise AttributeError(
-                "KernelPCA: partial_fit needs nystrom_method='feature_map'; the "
+                "KernelPCA: partial_fit needs Nystrom(method='feature_map'); the "
                 "eigen-extension is centred on the landmarks and keeps no row statistics.")
         if self._precomputed:
             raise AttributeError(
@@ -542,7 +450,7 @@ default="auto"
 
         For the solvers that are a sum over rows once their landmarks are fixed:
         ``solver="nystrom"`` (feature map, any ``sampling``) and ``"fixed_size"``. The first
-        call on an unfitted model fixes the landmarks: the ``landmarks`` given, or chosen in
+        call on an unfitted model fixes the landmarks: ``Nystrom(landmarks=...)``, or chosen in
         this first batch as :meth:`fit` would choose them among all rows (so the first batch
         should hold at least ``n_landmarks`` rows and represent the data; see the guide on
         how much that choice costs). Each call then adds the batch's statistics of
@@ -577,28 +485,38 @@ default="auto"
         --------
         >>> import numpy as np
         >>> X = np.random.default_rng(0).normal(size=(300, 3))
-        >>> kp = KernelPCA(2, solver="nystrom", landmarks=X[:40])
+        >>> from dkpca.options import Nystrom
+        >>> kp = KernelPCA(2, solver=Nystrom(landmarks=X[:40]))
         >>> for batch in np.array_split(X, 3):
         ...     kp = kp.partial_fit(batch)
-        >>> whole = KernelPCA(2, solver="nystrom", landmarks=X[:40]).fit(X)
+        >>> whole = KernelPCA(2, solver=Nystrom(landmarks=X[:40])).fit(X)
         >>> kp.n_samples_seen_, bool(np.allclose(kp.eigenvalues_, whole.eigenvalues_))
         (300, True)
         """
-        validate_params(self.get_params(), self._parameter_constraints, "KernelPCA")
+        self._validate_params()
         Xd = as_dask(as_array(X, accept_sparse=True), check_finite=False, accept_sparse=True)
         fitted = hasattr(self, "basis_")
         if fitted:
             check_features(Xd, self.n_features_in_, "KernelPCA")
             kernel, n_seen = self.kernel_, self.n_samples_seen_
+            if getattr(self, "row_statistics_", None) is None:
+                raise ValueError(
+                    f"KernelPCA: this model keeps no row statistics to continue from (fitted "
+                    f"by solver={self.solver_!r} other than the Nyström feature map, or saved "
+                    f"in model format 2); fit it again with solver='nystrom' or 'fixed_size', "
+                    f"or start a new model with partial_fit.")
         else:
             check_samples(Xd, "KernelPCA")
             kernel, n_seen = self._resolve_kernel(Xd.shape[1]), 0
         check_n_components(self.n_components, n_seen + Xd.shape[0], "KernelPCA")
-        rule = ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue,
-                                         self.remove_zero_eig or self.n_components is None)
         block_bytes = parse_size(self.block_size, "block_size", "KernelPCA")
-        run = continue_landmarks(self, kernel, Xd, rule, block_bytes)
-        self._set_fitted(run, kernel, self.solver, Xd.shape[1])
+        solver = solver_name(self.solver)
+        run = continue_landmarks(
+            solver_options(self.solver, solver), kernel, Xd, self._component_rule(),
+            fitted=self.basis_ if fitted else None,
+            previous=self.row_statistics_ if fitted else None,
+            random_state=self.random_state, block_bytes=block_bytes, owner="KernelPCA")
+        self._set_fitted(run, kernel, solver, Xd.shape[1])
         return self
 
     def _set_fitted(self, run: SolverRun, kernel: Kernel, solver: str, d: int) -> None:
@@ -669,3 +587,10 @@ default="auto"
         if is_lazy(X):
             return view_blocks(scores, (as_dask(X, accept_sparse=True).chunks[0], -1))
         return scores
+
+
+# inspect (help, IDEs) and Sphinx read a class's __new__ before its __init__: show __init__'s
+# parameters, not the (*args, **kwargs) of the __new__ that refuses the flat ones.
+_init = inspect.signature(KernelPCA.__init__)
+KernelPCA.__signature__ = _init.replace(parameters=list(_init.parameters.values())[1:])
+del _init

@@ -279,7 +279,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         statistics = None
         if solver == "sketch":
             rule = ComponentRule(count=count)
-            sketch = make_sketch(self, d, rule, "PCA")
+            sketch = make_sketch(self.sketch, self.sketch_dim, self.n_hashes, self.random_state,
+                                 n_max=d, rule=rule, owner="PCA")
             mean, eigenvalues, vectors, total = fit_pca_sketch(
                 as_dask(Xa), rule, sketch=sketch, refine=self.refine
             )

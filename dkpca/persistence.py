@@ -46,8 +46,11 @@ Format versions
 model writes. 1: the first layout. 2: ``KernelBasis.mean_coef`` (the feature-space mean, for
 pre-images). 3: the ``RowStatistics`` dataclass (``row_statistics_``: the count, mean and
 scatter that ``partial_fit`` continues from, kept by linear PCA's covariance solver and the
-Nyström and fixed-size kernel solvers). Models of formats 1 and 2 load and transform as before;
-``partial_fit`` refuses to continue them (they lack the statistics). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
+Nyström and fixed-size kernel solvers). 4: ``KernelPCA``'s solver and pre-image options as
+:mod:`dkpca.options` objects (``{"options": <class>, "params": {...}}``) instead of one
+parameter each; a model of format 3 or older loads with its options gathered into the object of
+its solver. Models of formats 1 and 2 load and transform as before; ``partial_fit`` refuses to
+continue them (they lack the statistics). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
 not bump it: models with dense arrays are written exactly as before, and only a model with a
 sparse basis uses the new encoding, which a dkpca that predates it refuses with "unknown
 attribute encoding". Nor did ``checksums``: an older dkpca ignores them, and a model without
@@ -92,6 +95,7 @@ from dkpca.decomposition import KernelPCA
 from dkpca.io import IncompleteResultError, Location, atomic_group, require_complete
 from dkpca.kernels import Kernel
 from dkpca.linear import PCA
+from dkpca.options import FLAT_PARAMETERS, SOLVERS, FixedPoint, SolverOptions
 from dkpca.xarray import FieldModel
 from dkpca.xarray._store import read_field, write_field
 
@@ -101,7 +105,8 @@ logger = logging.getLogger(__name__)
 
 #: Version of the on-disk layout; bumped when an older dkpca could not read a new file.
 #: 2: ``KernelBasis.mean_coef`` (the feature-space mean, for pre-images). 3: ``RowStatistics``.
-FORMAT_VERSION = 3
+#: 4: solver and pre-image options objects.
+FORMAT_VERSION = 4
 _FORMAT = "dkpca.model"
 
 #: The estimators that a saved model may name (its fitted-state dataclasses:
@@ -112,7 +117,9 @@ _ESTIMATORS: dict[str, type] = {"KernelPCA": KernelPCA, "PCA": PCA}
 def _encode_params(model: Any) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for name, value in model.get_params(deep=False).items():
-        if name == "landmarks":  # KernelPCA's given points: the fitted landmarks_ keep them
+        if isinstance(value, SolverOptions):
+            params[name] = {"options": type(value).__name__, "params": _encode_params(value)}
+        elif name == "landmarks":  # Nystrom's given points: the fitted landmarks_ keep them
             params[name] = {"value": None}
         elif isinstance(value, Kernel):
             params[name] = {"kernel": _kernel_config(value, name)}
@@ -121,6 +128,47 @@ def _encode_params(model: Any) -> dict[str, Any]:
         else:  # a numpy Generator as random_state: the fitted state does not need it
             logger.warning("save: parameter %s=%r has no JSON form; saved as None", name, value)
             params[name] = {"value": None}
+    return params
+
+
+#: The options classes a saved model may name, by class name.
+_OPTIONS: dict[str, type[SolverOptions]] = {
+    cls.__name__: cls for cls in (*SOLVERS.values(), FixedPoint)
+}
+
+_LEGACY_NAMES = {old for names in FLAT_PARAMETERS.values() for old in names}
+
+#: What ``"auto"`` ran when it ran an iteration: whose options a format-3 model may have set.
+_AUTO_ITERATIVE = {"solver": "randomized", "preimage": "fixed_point"}
+
+
+def _legacy_options(params: dict[str, Any], where: str) -> dict[str, Any]:
+    """Gather a format-3 model's solver and pre-image parameters into options objects.
+
+    Each goes into the options of the solver (or pre-image) the model names, kept as the
+    name when they are all defaults; those of another solver were unused by the fit. Under
+    ``"auto"`` the solver that ran cannot be named, so non-default options of its iteration
+    are dropped with a warning: they only matter to a refit.
+    """
+    legacy = {name: params.pop(name) for name in _LEGACY_NAMES & set(params)}
+    classes = {**SOLVERS, "fixed_point": FixedPoint}
+    for key, iterative in _AUTO_ITERATIVE.items():
+        chosen = params.get(key)
+        target = iterative if chosen == "auto" else chosen
+        if target not in FLAT_PARAMETERS:
+            continue
+        cls = classes[target]
+        options = cls(**{new: legacy[old] for old, new in FLAT_PARAMETERS[target].items()
+                         if legacy.get(old) is not None})
+        changed = sorted(name for name, value in options.get_params().items()
+                         if value != cls().get_params()[name])
+        if chosen != "auto" and changed:
+            params[key] = options
+        elif changed:
+            logger.warning("load: %s was saved with %s='auto' and non-default %s options "
+                           "(%s); they now belong to %s(...) and are dropped: they only "
+                           "matter to a refit", where, key, target, ", ".join(changed),
+                           cls.__name__)
     return params
 
 
@@ -358,6 +406,14 @@ def load(
     return _read_estimator(group, meta, root, location)
 
 
+def _decode_param(reader: _Reader, encoded: Mapping[str, Any], group: zarr.Group) -> Any:
+    """Decode one parameter: an options object's own parameters, or a value or kernel."""
+    if "options" not in encoded:
+        return reader.decode(encoded, group)
+    cls = _OPTIONS[encoded["options"]]
+    return cls(**{key: reader.decode(value, group) for key, value in encoded["params"].items()})
+
+
 def _read_estimator(group: zarr.Group, meta: Mapping[str, Any], reader: _Reader,
                     location: Location) -> KernelPCA | PCA:
     """Rebuild and verify the estimator that ``group`` holds."""
@@ -370,16 +426,19 @@ def _read_estimator(group: zarr.Group, meta: Mapping[str, Any], reader: _Reader,
             raise _damaged(location, f"the {key} in {where}", "are missing")
     model = _ESTIMATORS[name]()
     known = model.get_params(deep=False)
+    legacy = name == "KernelPCA" and meta.get("format_version", 1) < 4
     params = {}
     for param, encoded in meta["params"].items():
-        if param not in known:
+        if param not in known and not (legacy and param in _LEGACY_NAMES):
             raise _damaged(location, f"the parameter {param!r} in {where}",
                            f"is not a parameter of {name}")
         try:
-            params[param] = reader.decode(encoded, group)
+            params[param] = _decode_param(reader, encoded, group)
         except Exception as err:
             raise _damaged(location, f"the parameter {param} in {where}",
                            f"cannot be read ({_describe(err)})") from err
+    if legacy:
+        params = _legacy_options(params, str(location))
     model.set_params(**params)
     _validate(model, name, location)
     for key, encoded in meta["attributes"].items():

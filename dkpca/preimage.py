@@ -36,6 +36,7 @@ from dkpca._device import array_module, to_device, to_host
 from dkpca.blocked import compute, kernel_device, kernel_product
 from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
+from dkpca.options import preimage_options, solver_name
 
 __all__ = ["LearnedPreimage", "PreimageResult", "fixed_point_preimage"]
 
@@ -307,8 +308,9 @@ def _dense(points: Any) -> np.ndarray:
 class PreimageMixin:
     """``inverse_transform`` and ``denoise`` for an estimator with a fitted ``basis_``.
 
-    The estimator provides the parameters ``preimage``, ``fit_inverse_transform``, ``alpha``,
-    ``preimage_tol`` and ``preimage_max_iter``, and, when ``fit_inverse_transform`` was set,
+    The estimator provides the parameters ``preimage`` (a name, or
+    :class:`~dkpca.options.FixedPoint` with its stopping rule), ``fit_inverse_transform`` and
+    ``alpha``, and, when ``fit_inverse_transform`` was set,
     the fitted ``dual_coef_`` and ``X_transformed_fit_`` (scikit-learn's names).
 
     References
@@ -341,7 +343,7 @@ class PreimageMixin:
             raise ValueError(f"{owner}: pre-images need an input space, which a model fitted on "
                              f"a precomputed kernel does not have.")
         dense = not is_sparse(self.basis_.basis)
-        method = self.preimage
+        method = solver_name(self.preimage)
         if method == "auto":  # what the user fitted, else the iteration where it applies
             fixed_point = isinstance(self.kernel_, RBF) and dense and not self.fit_inverse_transform
             method = "fixed_point" if fixed_point else "learned"
@@ -370,8 +372,9 @@ class PreimageMixin:
             learned.dual_coef_, learned.scores_ = self.dual_coef_, self.X_transformed_fit_
             return learned.predict(scores).astype(dtype, copy=False), None
         basis = self.basis_.in_memory()
-        return fixed_point_blocks(basis, scores, start, tol=self.preimage_tol,
-                                  max_iter=self.preimage_max_iter, dtype=dtype)
+        rule = preimage_options(self.preimage)
+        return fixed_point_blocks(basis, scores, start, tol=rule.tol, max_iter=rule.max_iter,
+                                  dtype=dtype)
 
     def _like_input(self, preimages: da.Array, missed: da.Array | None, original: Any) -> Any:
         """Compute the pre-images for in-memory input, reporting non-convergence once.
@@ -384,7 +387,8 @@ class PreimageMixin:
         if is_lazy(original) or missed is None:
             return like_input(preimages, original)
         points, n_missed = compute(preimages, missed)
-        message = unconverged_message(int(n_missed), points.shape[0], self.preimage_max_iter)
+        message = unconverged_message(int(n_missed), points.shape[0],
+                                      preimage_options(self.preimage).max_iter)
         if message:
             logger.warning("%s: %s", type(self).__name__, message)
         return points

@@ -3,15 +3,15 @@
 The tutorial's §5.5 compares the first 10 eigenpairs of exact kernel PCA with those of two
 approximations, at sketch size / working-set size ``q``:
 
-- approx-KPCA (its Alg. 6, ``sketch_method="covariance"``) with a Gaussian random projection,
-  "(g)", or feature hashing, "(f)", of the centred kernel map (``solver="sketch"``). dkpca's
+- approx-KPCA (its Alg. 6, ``Sketch(method="covariance")``) with a Gaussian random projection,
+  "(g)", or feature hashing, "(f)", of the centred kernel map (``solver=Sketch(...)``). dkpca's
   default reads the same Gaussian sketch as a Nyström approximation of the kernel
-  (``sketch_method="auto"``: for PSD kernels; tanh and the sum fall back to Alg. 6), added as
+  (``Sketch(method="auto")``: for PSD kernels; tanh and the sum fall back to Alg. 6), added as
   "(g), dkpca default";
 - Nyström with uniform "(r)", diagonal "(d)" or column-norm "(c)" landmarks. dkpca's default
-  (``nystrom_method="feature_map"``) is exact PCA of the Nyström kernel centred on all points;
+  (``Nystrom(method="feature_map")``) is exact PCA of the Nyström kernel centred on all points;
   k-means landmarks are added. The tutorial's own eigen-extension (eqs. 62-63, the method its
-  figures plot) is ``nystrom_method="extension"``, shown with uniform landmarks by default
+  figures plot) is ``Nystrom(method="extension")``, shown with uniform landmarks by default
   (``--extension-sampling uniform diagonal column_norm`` adds the other two).
 
 Eigenvectors are scored by eq. (66), ``|vᵀv'| / (‖v‖ ‖v'‖)`` (1 is perfect; the sign is
@@ -45,10 +45,12 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from sklearn.base import clone
 from sklearn.datasets import load_digits
 
 import dkpca
 from dkpca.kernels import RBF, Kernel, Polynomial, Sigmoid
+from dkpca.options import Nystrom, Sketch, SolverOptions
 
 N_COMPONENTS = 10
 SIZES = (100, 200, 400)  # q: sketch dimension and number of landmarks alike, as in the tutorial
@@ -93,26 +95,25 @@ def make_kernels(n_features: int) -> dict[str, Kernel]:
     return {"tanh": tanh, "RBF": rbf, "polynomial": poly, "sum": tanh + rbf + poly}
 
 
-def make_methods(n_hashes: int, extension_samplings: list[str]) -> dict[str, dict]:
-    """Label -> ``KernelPCA`` keyword arguments; ``q`` and the seed are added per run."""
-    methods = {
-        "Approx-KPCA (g)": {"solver": "sketch", "sketch": "gaussian",
-                            "sketch_method": "covariance"},
-        "Approx-KPCA (f)": {"solver": "sketch", "sketch": "hashing", "n_hashes": n_hashes,
-                            "sketch_method": "covariance"},
-        "Approx-KPCA (g), dkpca default": {"solver": "sketch", "sketch": "gaussian"},
+def make_methods(n_hashes: int, extension_samplings: list[str]) -> dict[str, SolverOptions]:
+    """Label -> the ``KernelPCA`` solver's options; ``q`` and the seed are added per run."""
+    methods: dict[str, SolverOptions] = {
+        "Approx-KPCA (g)": Sketch(kind="gaussian", method="covariance"),
+        "Approx-KPCA (f)": Sketch(kind="hashing", n_hashes=n_hashes, method="covariance"),
+        "Approx-KPCA (g), dkpca default": Sketch(kind="gaussian"),
     }
     for sampling, tag in SAMPLING_TAGS.items():
-        methods[f"Nyström feature map ({tag})"] = {"solver": "nystrom", "sampling": sampling}
+        methods[f"Nyström feature map ({tag})"] = Nystrom(sampling=sampling)
     for sampling in extension_samplings:
-        methods[f"Nyström ({SAMPLING_TAGS[sampling]}), eqs. 62–63"] = {
-            "solver": "nystrom", "sampling": sampling, "nystrom_method": "extension"}
+        methods[f"Nyström ({SAMPLING_TAGS[sampling]}), eqs. 62–63"] = Nystrom(
+            sampling=sampling, method="extension")
     return methods
 
 
-def size_kwargs(params: dict, q: int) -> dict:
-    """``sketch_dim`` or ``n_landmarks`` set to ``q``."""
-    return {"sketch_dim" if params["solver"] == "sketch" else "n_landmarks": q}
+def sized(options: SolverOptions, q: int) -> SolverOptions:
+    """Return a copy of ``options`` with its sketch dimension or landmark count set to ``q``."""
+    size = "dim" if isinstance(options, Sketch) else "n_landmarks"
+    return clone(options).set_params(**{size: q})
 
 
 def similarity(V: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -141,7 +142,7 @@ def centred_spectrum(kernel: Kernel, X: np.ndarray) -> np.ndarray:
 
 
 def run(
-    X: np.ndarray, kernels: dict[str, Kernel], methods: dict[str, dict], repeats: int
+    X: np.ndarray, kernels: dict[str, Kernel], methods: dict[str, SolverOptions], repeats: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """Fit the exact reference and every approximation, each ``repeats`` times.
 
@@ -155,11 +156,11 @@ def run(
     caught: list[tuple[str, str]] = []
     for a, (kname, kernel) in enumerate(kernels.items()):
         exact = dkpca.KernelPCA(N_COMPONENTS, kernel=kernel, solver="exact").fit(X)
-        for b, (label, params) in enumerate(methods.items()):
+        for b, (label, options) in enumerate(methods.items()):
             for c, q in enumerate(SIZES):
                 for r in range(repeats):
                     model = dkpca.KernelPCA(N_COMPONENTS, kernel=kernel, random_state=r,
-                                            **params, **size_kwargs(params, q))
+                                            solver=sized(options, q))
                     # Record rather than print warnings, to list them once, with their run.
                     with warnings.catch_warnings(record=True) as records:
                         warnings.simplefilter("always")

@@ -12,6 +12,7 @@ import zarr
 import dkpca
 from dkpca.cli import main
 from dkpca.datasets import make_rings
+from dkpca.options import ICF, FixedPoint, FixedSize, Nystrom, Randomized
 
 CLUSTER = ["--workers", "1", "--threads-per-worker", "2"]
 
@@ -74,8 +75,9 @@ def test_fit_with_nystrom_from_the_command_line(store, tmp_path, capsys):
     model = dkpca.load(tmp_path / "n.zarr")
     assert model.landmarks_.shape == (80, 5)
     np.testing.assert_allclose(model.transform(X[:5]),
-                               dkpca.KernelPCA(2, solver="nystrom", n_landmarks=80,
-                                               sampling="kmeans", random_state=0)
+                               dkpca.KernelPCA(2, solver=Nystrom(n_landmarks=80,
+                                                                 sampling="kmeans"),
+                                               random_state=0)
                                .fit(X).transform(X[:5]), atol=1e-8)
 
 
@@ -87,25 +89,26 @@ def test_fit_randomized_with_a_cache_dtype(cache_dtype, store, tmp_path, capsys)
                    cache_dtype, "--random-state", "0", "--quiet"])
     assert status == 0 and "(randomized)" in capsys.readouterr().out
     model = dkpca.load(tmp_path / "r.zarr")
-    assert model.cache_dtype == cache_dtype
-    reference = dkpca.KernelPCA(2, solver="randomized", cache_dtype=cache_dtype,
+    assert model.solver.cache_dtype == cache_dtype
+    reference = dkpca.KernelPCA(2, solver=Randomized(cache_dtype=cache_dtype),
                                 random_state=0).fit(X)
     np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-12)
 
 
-@pytest.mark.parametrize(("options", "attribute"), [
-    (["--solver", "fixed_size", "--n-landmarks", "40", "--selection", "renyi"], "entropy_trace_"),
-    (["--solver", "icf", "--icf-tol", "2.0", "--max-rank", "50"], "residual_trace_"),
+@pytest.mark.parametrize(("options", "attribute", "solver"), [
+    (["--solver", "fixed_size", "--n-landmarks", "40", "--selection", "renyi"], "entropy_trace_",
+     FixedSize(n_landmarks=40, selection="renyi")),
+    (["--solver", "icf", "--icf-tol", "2.0", "--max-rank", "50"], "residual_trace_",
+     ICF(tol=2.0, max_rank=50)),
 ])
-def test_fit_with_fixed_size_and_icf_from_the_command_line(options, attribute, store, tmp_path,
-                                                           capsys):
+def test_fit_with_fixed_size_and_icf_from_the_command_line(options, attribute, solver, store,
+                                                           tmp_path, capsys):
     path, X = store
     status = main(["fit", str(path), "--component", "X", "--out", str(tmp_path / "m.zarr"),
                    "--n-components", "2", "--random-state", "0", "--quiet", *options])
     assert status == 0 and f"({options[1]})" in capsys.readouterr().out
     model = dkpca.load(tmp_path / "m.zarr")
-    reference = dkpca.KernelPCA(2, solver=options[1], n_landmarks=40, selection="renyi",
-                                icf_tol=2.0, max_rank=50, random_state=0).fit(X)
+    reference = dkpca.KernelPCA(2, solver=solver, random_state=0).fit(X)
     np.testing.assert_allclose(getattr(model, attribute), getattr(reference, attribute), rtol=1e-12)
     np.testing.assert_allclose(model.transform(X[:5]), reference.transform(X[:5]), atol=1e-8)
 
@@ -435,7 +438,7 @@ def test_denoise_reports_unconverged_preimages_once_in_the_summary(tmp_path, cap
 
     X, _, _ = make_semicircles(300, random_state=0)
     zarr.create_array(tmp_path / "semi.zarr", data=X, chunks=(50, 2))  # 6 chunks
-    dkpca.save(dkpca.KernelPCA(8, sigma2=2.0, preimage_max_iter=1).fit(X),
+    dkpca.save(dkpca.KernelPCA(8, sigma2=2.0, preimage=FixedPoint(max_iter=1)).fit(X),
                tmp_path / "model.zarr")
     status = main(["denoise", str(tmp_path / "model.zarr"), str(tmp_path / "semi.zarr"),
                    "--out", str(tmp_path / "d.zarr"), "--quiet", *CLUSTER])
@@ -448,15 +451,18 @@ def test_denoise_reports_unconverged_preimages_once_in_the_summary(tmp_path, cap
 
 def test_the_fit_options_are_the_librarys():
     # One source of truth (issue 34): every model option of `dkpca fit` that names a
-    # KernelPCA parameter offers exactly its values and defaults to its default.
+    # KernelPCA parameter offers exactly its values and defaults to its default, and every
+    # solver option offers exactly the values of its options class's parameter.
     from dkpca import KernelPCA
-    from dkpca.cli._arguments import build_parser
+    from dkpca.cli._arguments import SOLVER_FLAGS, build_parser
     from dkpca.kernels._base import _named_kernels
+    from dkpca.options import SOLVERS
 
     (commands,) = (a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    actions = {a.option_strings[0]: a for a in commands.choices["fit"]._actions if a.option_strings}
     defaults = KernelPCA().get_params()
     checked = set()
-    for action in commands.choices["fit"]._actions:
+    for action in actions.values():
         if action.dest not in defaults:
             continue
         checked.add(action.dest)
@@ -469,5 +475,36 @@ def test_the_fit_options_are_the_librarys():
             assert set(action.choices) == set(options.values), action.dest
         if action.default is not None and action.dest != "fit_inverse_transform":
             assert action.default == defaults[action.dest], action.dest
-    assert {"solver", "sampling", "selection", "sketch", "preimage", "cache_dtype", "kernel",
-            "degree", "coef0", "alpha"} <= checked
+    assert {"solver", "preimage", "kernel", "degree", "coef0", "alpha", "max_memory"} <= checked
+    for flag, (solvers, param, _) in SOLVER_FLAGS.items():
+        action = actions[flag]
+        assert action.default is None  # refused, not ignored, where the solver lacks it
+        for solver in solvers:
+            cls = SOLVERS[solver]
+            constraint = next(c for c in cls._parameter_constraints[param] if c is not None)
+            if hasattr(constraint, "values"):
+                assert set(action.choices) == set(constraint.values), flag
+            else:
+                assert action.type(3) == 3 and type(action.type("3")) is (
+                    int if constraint.kind == "int" else float), flag
+            default = cls().get_params()[param]
+            assert default is None or f"default: {default}" in action.help, flag
+    offered = {(solver, param) for solvers, param, _ in SOLVER_FLAGS.values()
+               for solver in solvers}
+    # the options the command does not offer, by choice: tuning of the iterations and
+    # arrays (landmarks given as points), which a saved model or the library sets
+    unoffered = {(name, param) for name, cls in SOLVERS.items() for param in cls().get_params()
+                 } - offered
+    assert unoffered == {("randomized", "tol"), ("randomized", "max_iter"),
+                         ("randomized", "n_oversamples"), ("sketch", "n_hashes"),
+                         ("sketch", "method"), ("sketch", "refine"), ("nystrom", "landmarks"),
+                         ("nystrom", "method"), ("fixed_size", "entropy_gamma"),
+                         ("fixed_size", "tol"), ("fixed_size", "max_iter")}
+
+
+def test_a_solver_option_for_another_solver_is_refused(capsys):
+    status = main(["fit", "in.zarr", "--out", "m.zarr", "--solver", "randomized",
+                   "--n-landmarks", "50"])
+    assert status == 2
+    assert "--n-landmarks applies to --solver nystrom or fixed_size, not --solver randomized" \
+        in capsys.readouterr().err

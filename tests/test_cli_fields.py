@@ -9,6 +9,7 @@ import xarray as xr
 
 import dkpca
 from dkpca.cli import main
+from dkpca.options import solver_name
 from dkpca.xarray import FieldModel
 
 CLUSTER = ["--workers", "1", "--threads-per-worker", "2"]
@@ -97,9 +98,9 @@ def test_solver_options_reach_the_model(store, tmp_path, capsys):
                    "--n-components", "2", "--random-state", "0", "--out",
                    str(tmp_path / "k.zarr"), "--save-model", str(saved), *CLUSTER])
     assert status == 0
-    params = dkpca.load(saved).model_.get_params()
-    assert (params["solver"], params["n_landmarks"], params["sampling"]) == ("nystrom", 25,
-                                                                              "kmeans")
+    solver = dkpca.load(saved).model_.get_params()["solver"]
+    assert (solver_name(solver), solver.n_landmarks, solver.sampling) == ("nystrom", 25,
+                                                                          "kmeans")
     saved = tmp_path / "sketch-model.zarr"
     assert main(["fields", str(store), "--variable", "sst", "--solver", "sketch", "--sketch",
                  "hashing", "--sketch-dim", "12", "--n-components", "2", "--random-state", "0",

@@ -10,6 +10,7 @@ import dkpca.cluster
 import dkpca.persistence
 from dkpca.cli import main
 from dkpca.io import Location
+from dkpca.options import FixedSize, Nystrom
 
 CLUSTER = ["--workers", "1", "--threads-per-worker", "1"]
 GAMMA = 0.1
@@ -60,11 +61,12 @@ def test_update_of_a_pca_model_equals_a_fit_on_all_rows(data, tmp_path, capsys):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("solver", ["nystrom", "fixed_size"])
-def test_update_of_a_kernel_pca_model_to_out_equals_a_fit_on_all_rows(solver, data, tmp_path,
+@pytest.mark.parametrize("options", [Nystrom, FixedSize], ids=["nystrom", "fixed_size"])
+def test_update_of_a_kernel_pca_model_to_out_equals_a_fit_on_all_rows(options, data, tmp_path,
                                                                       capsys):
     X, model, out = data, tmp_path / "kpca.zarr", tmp_path / "updated.zarr"
-    first = dkpca.KernelPCA(3, gamma=GAMMA, solver=solver, n_landmarks=40,
+    solver = options.name
+    first = dkpca.KernelPCA(3, gamma=GAMMA, solver=options(n_landmarks=40),
                             random_state=0).fit(X[:400])
     dkpca.save(first, model)
     before = _files(model)
@@ -78,7 +80,8 @@ def test_update_of_a_kernel_pca_model_to_out_equals_a_fit_on_all_rows(solver, da
     assert _files(model) == before
     np.testing.assert_array_equal(dkpca.load(model).transform(X), first.transform(X))
     updated = dkpca.load(out)
-    whole = dkpca.KernelPCA(3, gamma=GAMMA, solver=solver, landmarks=first.landmarks_).fit(X)
+    # the same landmarks given: a Nystrom fit (fixed-size only chooses its landmarks otherwise)
+    whole = dkpca.KernelPCA(3, gamma=GAMMA, solver=Nystrom(landmarks=first.landmarks_)).fit(X)
     assert updated.n_samples_seen_ == 600
     np.testing.assert_array_equal(updated.landmarks_, first.landmarks_)
     np.testing.assert_allclose(updated.eigenvalues_, whole.eigenvalues_, rtol=1e-10)
@@ -87,7 +90,7 @@ def test_update_of_a_kernel_pca_model_to_out_equals_a_fit_on_all_rows(solver, da
 
 def _format_2_model(X, path, monkeypatch):
     """A Nyström model as dkpca wrote it before row statistics were kept (model format 2)."""
-    model = dkpca.KernelPCA(2, gamma=GAMMA, solver="nystrom", n_landmarks=30,
+    model = dkpca.KernelPCA(2, gamma=GAMMA, solver=Nystrom(n_landmarks=30),
                             random_state=0).fit(X[:400])
     del model.row_statistics_, model.n_samples_seen_
     with monkeypatch.context() as patch:
@@ -109,8 +112,8 @@ MODELS = {
     # solver="auto" keeps partial_fit, but took the gram solver (fewer rows than features)
     "auto-gram.zarr": lambda X, path, _: dkpca.save(dkpca.PCA(2).fit(X[:4]), path),
     "extension.zarr": lambda X, path, _: dkpca.save(
-        dkpca.KernelPCA(2, gamma=GAMMA, solver="nystrom", nystrom_method="extension",
-                        n_landmarks=30, random_state=0).fit(X[:400]), path),
+        dkpca.KernelPCA(2, gamma=GAMMA, solver=Nystrom(n_landmarks=30, method="extension"),
+                        random_state=0).fit(X[:400]), path),
     "v2.zarr": _format_2_model,
     "field.zarr": _field_model,
 }
@@ -129,7 +132,7 @@ ERRORS = {
     "linear solver that cannot continue": (["{tmp}/gram.zarr", "{tmp}/new.zarr"],
                                            "PCA: partial_fit needs solver='covariance'"),
     "Nystrom eigen-extension": (["{tmp}/extension.zarr", "{tmp}/new.zarr"],
-                                "partial_fit needs nystrom_method='feature_map'"),
+                                "partial_fit needs Nystrom(method='feature_map')"),
     "fitted without statistics": (["{tmp}/auto-gram.zarr", "{tmp}/new.zarr"],
                                   "fitted by solver='gram', which keeps no row statistics"),
     "saved in format 2": (["{tmp}/v2.zarr", "{tmp}/new.zarr"],
@@ -204,7 +207,7 @@ def _interrupt_while_renaming(monkeypatch, model):
 def test_an_interrupted_update_leaves_the_old_model_intact(interrupt, data, tmp_path, capsys,
                                                            monkeypatch):
     X, model = data, tmp_path / "kpca.zarr"
-    dkpca.save(dkpca.KernelPCA(3, gamma=GAMMA, solver="nystrom", n_landmarks=40,
+    dkpca.save(dkpca.KernelPCA(3, gamma=GAMMA, solver=Nystrom(n_landmarks=40),
                                random_state=0).fit(X[:400]), model)
     before, scores = _files(model), dkpca.load(model).transform(X)
     interrupt(monkeypatch, model)

@@ -28,6 +28,7 @@ import dkpca
 from dkpca.blocked import compute
 from dkpca.cluster import connect
 from dkpca.io import atomic_group, store_array
+from dkpca.options import Nystrom
 
 distributed = pytest.importorskip("distributed")
 
@@ -211,7 +212,7 @@ def transform_inputs(tmp_path_factory):
     """A saved Nyström model, and 120000 x 20 rows to project with it (30 chunks)."""
     folder = tmp_path_factory.mktemp("killed")
     rng = np.random.default_rng(1)
-    model = dkpca.KernelPCA(3, solver="nystrom", n_landmarks=1000, random_state=0)
+    model = dkpca.KernelPCA(3, solver=Nystrom(n_landmarks=1000), random_state=0)
     dkpca.save(model.fit(rng.normal(size=(3_000, 20))), folder / "model.zarr")
     zarr.create_array(folder / "X.zarr", data=rng.normal(size=(120_000, 20)),
                       chunks=(4_000, 20))

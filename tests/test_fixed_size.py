@@ -7,6 +7,7 @@ from conftest import similarity
 
 from dkpca import KernelPCA
 from dkpca.kernels import RBF
+from dkpca.options import FixedSize
 from dkpca.solvers import select_fixed_size
 from dkpca.solvers.fixed_size import parzen_gamma, renyi_entropy
 
@@ -81,8 +82,8 @@ def test_default_parzen_window_is_scotts_rule(two_densities):
 @pytest.mark.parametrize("selection", ["renyi", "renyi_kmeans"])
 def test_fixed_size_kpca_tracks_exact_on_digits(selection, digits):
     exact = KernelPCA(3, gamma=1 / 64, solver="exact").fit(digits)
-    model = KernelPCA(3, gamma=1 / 64, solver="fixed_size", n_landmarks=400,
-                      selection=selection, random_state=0).fit(digits)
+    model = KernelPCA(3, gamma=1 / 64, solver=FixedSize(n_landmarks=400, selection=selection),
+                      random_state=0).fit(digits)
     assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 0.95)
     assert model.landmarks_.shape == (400, 64)
     assert np.all(np.diff(model.entropy_trace_) >= 0)
@@ -92,9 +93,9 @@ def test_fixed_size_kpca_tracks_exact_on_digits(selection, digits):
 def test_a_wide_parzen_window_picks_outlying_landmarks(digits):
     """The paper's choice, the model's own width, favours isolated points (module docstring)."""
     exact = KernelPCA(3, gamma=1 / 64, solver="exact").fit(digits)
-    wide = KernelPCA(3, gamma=1 / 64, solver="fixed_size", n_landmarks=400,
-                     entropy_gamma=1 / 64, random_state=0).fit(digits)
-    default = KernelPCA(3, gamma=1 / 64, solver="fixed_size", n_landmarks=400,
+    wide = KernelPCA(3, gamma=1 / 64, solver=FixedSize(n_landmarks=400, entropy_gamma=1 / 64),
+                     random_state=0).fit(digits)
+    default = KernelPCA(3, gamma=1 / 64, solver=FixedSize(n_landmarks=400),
                         random_state=0).fit(digits)
     centre = digits.mean(axis=0)
     spread = {name: np.linalg.norm(m.landmarks_ - centre, axis=1).mean()
@@ -108,6 +109,6 @@ def test_a_wide_parzen_window_picks_outlying_landmarks(digits):
 def test_same_selection_on_a_distributed_client(two_densities, client):
     X = da.from_array(two_densities, chunks=2500)
     local = select_fixed_size(X, 30, rng=np.random.default_rng(3), max_iter=3)
-    on_cluster = KernelPCA(3, solver="fixed_size", n_landmarks=30, max_iter=3,
+    on_cluster = KernelPCA(3, solver=FixedSize(n_landmarks=30, max_iter=3),
                            random_state=3).fit(X)
     np.testing.assert_array_equal(on_cluster.landmarks_, local.landmarks)

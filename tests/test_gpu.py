@@ -20,6 +20,7 @@ from sklearn.preprocessing import StandardScaler
 
 from dkpca import KernelPCA
 from dkpca._device import DeviceUnavailableError, import_cupy
+from dkpca.options import Nystrom, Randomized, Sketch
 
 try:
     REAL_CUPY = import_cupy()
@@ -45,10 +46,11 @@ def blobs() -> np.ndarray:
     return StandardScaler().fit_transform(X)
 
 
-def _fit(X, device: str, **params) -> KernelPCA:
-    tol = 1e-6 if params.get("cache_dtype") == "float32" else 1e-8  # float32 tiles: 1e-6 at best
+def _fit(X, device: str, *, cache_dtype: str, **params) -> KernelPCA:
+    tol = 1e-6 if cache_dtype == "float32" else 1e-8  # float32 tiles: 1e-6 at best
     with dask.config.set({"dkpca.device": device, "scheduler": "threads"}):
-        return KernelPCA(8, solver="randomized", random_state=0, tol=tol, **params).fit(X)
+        return KernelPCA(8, solver=Randomized(tol=tol, cache_dtype=cache_dtype), random_state=0,
+                         **params).fit(X)
 
 
 def _record_copies_to_gpu(cupy, monkeypatch) -> list[tuple[int, ...]]:
@@ -103,16 +105,16 @@ def test_a_worker_per_gpu_gives_the_threaded_result(cupy, blobs):
     with (LocalCluster(n_workers=1, threads_per_worker=2, processes=processes,
                        dashboard_address=":0") as cluster, Client(cluster),
           dask.config.set({"dkpca.device": "cuda"})):
-        got = KernelPCA(8, solver="randomized", random_state=0, tol=1e-8,
-                        cache_dtype="float64").fit(blobs)
+        got = KernelPCA(8, solver=Randomized(tol=1e-8, cache_dtype="float64"),
+                        random_state=0).fit(blobs)
     _assert_same_fit(got, want, 1e-10)
 
 
 def test_cupy_input_fits_on_the_gpu_and_transforms_to_cupy(cupy, blobs):
     want = _fit(blobs, "cpu", cache_dtype="float64")
     with dask.config.set(scheduler="threads"):
-        model = KernelPCA(8, solver="randomized", random_state=0, tol=1e-8,
-                          cache_dtype="float64").fit(cupy.asarray(blobs))
+        model = KernelPCA(8, solver=Randomized(tol=1e-8, cache_dtype="float64"),
+                          random_state=0).fit(cupy.asarray(blobs))
         scores = model.transform(cupy.asarray(blobs[:20]))
     _assert_same_fit(model, want, 1e-10)
     assert isinstance(model.eigenvectors_, np.ndarray)  # the model is kept on the host
@@ -176,7 +178,7 @@ def test_the_nystrom_pass_runs_on_the_gpu(cupy, blobs, monkeypatch, dtype, rtol)
     # The pass over the data (k(x, L) in strips, its sums and scatter) runs on the GPU, each
     # task's rows copied there; the model equals the CPU fit.
     X = blobs.astype(dtype)
-    kwargs = {"solver": "nystrom", "n_landmarks": 300, "random_state": 0}
+    kwargs = {"solver": Nystrom(n_landmarks=300), "random_state": 0}
     want = KernelPCA(6, **kwargs).fit(X)
     to_gpu = _record_copies_to_gpu(cupy, monkeypatch)
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
@@ -229,8 +231,7 @@ def test_fixed_point_preimages_iterate_on_the_gpu(cupy, blobs, monkeypatch):
 def test_the_sketch_solver_multiplies_its_kernel_on_the_gpu(cupy, blobs, monkeypatch, method):
     # approx-KPCA's pass (K times the sketch, tiles evaluated and dropped) runs on the GPU's
     # holder; the model equals the CPU's.
-    kwargs = {"solver": "sketch", "sketch_dim": 60, "sketch_method": method, "random_state": 0,
-              "cache_dtype": "float64"}
+    kwargs = {"solver": Sketch(dim=60, method=method), "random_state": 0}
     want = KernelPCA(6, **kwargs).fit(blobs[:1500])
     to_gpu = _record_copies_to_gpu(cupy, monkeypatch)
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):

@@ -7,6 +7,7 @@ from conftest import match_signs, similarity
 
 from dkpca import KernelPCA
 from dkpca.kernels import RBF
+from dkpca.options import ICF
 from dkpca.solvers import incomplete_cholesky
 
 
@@ -84,7 +85,7 @@ def test_equations_16_to_19_agree_with_eigh_of_the_centred_factor(blobs):
     alpha /= np.linalg.norm(alpha, axis=0)
     np.testing.assert_allclose(np.abs(np.sum(alpha * vectors, axis=0)), 1, atol=1e-8)
     # The solver (feature PCA on the pivots, L^-T as the feature map) gives the same.
-    model = KernelPCA(5, kernel=kernel, solver="icf", icf_tol=1.0, max_rank=400).fit(
+    model = KernelPCA(5, kernel=kernel, solver=ICF(tol=1.0, max_rank=400)).fit(
         da.from_array(blobs, chunks=100))
     np.testing.assert_array_equal(model.landmarks_, icf.pivots)
     np.testing.assert_allclose(model.eigenvalues_, reference, rtol=1e-8)
@@ -93,7 +94,7 @@ def test_equations_16_to_19_agree_with_eigh_of_the_centred_factor(blobs):
 
 def test_vanishing_tol_gives_exact_kpca(blobs):
     exact = KernelPCA(6, gamma=0.3, solver="exact").fit(blobs)
-    model = KernelPCA(6, gamma=0.3, solver="icf", icf_tol=1e-9, max_rank=400).fit(blobs)
+    model = KernelPCA(6, gamma=0.3, solver=ICF(tol=1e-9, max_rank=400)).fit(blobs)
     np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_, rtol=1e-6)
     assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 1 - 1e-6)
     assert model.residual_trace_[-1] < 1e-9
@@ -101,7 +102,7 @@ def test_vanishing_tol_gives_exact_kpca(blobs):
 
 def test_icf_kpca_tracks_exact_on_digits(digits):
     exact = KernelPCA(3, gamma=1 / 64, solver="exact").fit(digits)
-    model = KernelPCA(3, gamma=1 / 64, solver="icf", max_rank=400).fit(digits)
+    model = KernelPCA(3, gamma=1 / 64, solver=ICF(max_rank=400)).fit(digits)
     assert model.landmarks_.shape == (400, 64)
     assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 0.95)
     assert np.all(np.diff(model.residual_trace_) < 0)
@@ -109,12 +110,12 @@ def test_icf_kpca_tracks_exact_on_digits(digits):
 
 def test_too_many_components_for_the_rank_is_an_error(blobs):
     with pytest.raises(ValueError, match="n_components=20 exceeds the ICF rank=5"):
-        KernelPCA(20, gamma=0.3, solver="icf", max_rank=5).fit(blobs)
+        KernelPCA(20, gamma=0.3, solver=ICF(max_rank=5)).fit(blobs)
 
 
 @pytest.mark.distributed
 def test_same_pivots_on_a_distributed_client(blobs, client):
     X = da.from_array(blobs, chunks=50)
     local = incomplete_cholesky(RBF(gamma=0.3), X, tol=0.5, max_rank=400)
-    on_cluster = KernelPCA(4, gamma=0.3, solver="icf", icf_tol=0.5).fit(X)
+    on_cluster = KernelPCA(4, gamma=0.3, solver=ICF(tol=0.5)).fit(X)
     np.testing.assert_array_equal(on_cluster.landmarks_, local.pivots)

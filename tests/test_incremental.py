@@ -18,6 +18,8 @@ from sklearn.preprocessing import StandardScaler
 import dkpca
 from dkpca import PCA, KernelPCA
 from dkpca.moments import RowStatistics
+from dkpca.options import SOLVERS, FixedSize, Nystrom
+from dkpca.persistence import FORMAT_VERSION
 
 RTOL = 1e-10
 
@@ -97,10 +99,11 @@ def test_pca_none_components_grow_with_the_rows_seen():
 @pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
 @pytest.mark.parametrize("count", [1, 2, 10])
 def test_kernel_pca_batches_equal_the_fit_with_the_same_landmarks(data, solver, count, lazy):
-    kp = KernelPCA(4, solver=solver, n_landmarks=60, gamma=0.05, random_state=0)
+    kp = KernelPCA(4, solver=SOLVERS[solver](n_landmarks=60), gamma=0.05, random_state=0)
     for batch in _batches(data, count, lazy):
         assert kp.partial_fit(batch) is kp
-    whole = KernelPCA(4, solver=solver, landmarks=kp.landmarks_, gamma=0.05).fit(data)
+    # fixed_size on given landmarks is the Nyström feature map on them
+    whole = KernelPCA(4, solver=Nystrom(landmarks=kp.landmarks_), gamma=0.05).fit(data)
     _assert_same_kernel_pca(kp, whole, data)
     assert not hasattr(kp, "eigenvectors_")  # the rows are not kept
 
@@ -108,38 +111,39 @@ def test_kernel_pca_batches_equal_the_fit_with_the_same_landmarks(data, solver, 
 @pytest.mark.parametrize("sampling", ["uniform", "diagonal", "column_norm", "kmeans"])
 def test_every_sampling_chooses_landmarks_in_the_first_batch(data, sampling):
     first, rest = data[:300], data[300:]
-    kp = KernelPCA(3, solver="nystrom", n_landmarks=40, sampling=sampling, kernel="poly",
+    kp = KernelPCA(3, solver=Nystrom(n_landmarks=40, sampling=sampling), kernel="poly",
                    degree=2, gamma=0.01, random_state=1)
     kp.partial_fit(first)
     # the first call is fit on the first batch, landmarks and all
-    alone = KernelPCA(3, solver="nystrom", n_landmarks=40, sampling=sampling, kernel="poly",
+    alone = KernelPCA(3, solver=Nystrom(n_landmarks=40, sampling=sampling), kernel="poly",
                       degree=2, gamma=0.01, random_state=1).fit(first)
     np.testing.assert_array_equal(kp.landmarks_, alone.landmarks_)
     _assert_same_kernel_pca(kp, alone, first)
     kp.partial_fit(rest)
-    whole = KernelPCA(3, solver="nystrom", landmarks=kp.landmarks_, kernel="poly", degree=2,
+    whole = KernelPCA(3, solver=Nystrom(landmarks=kp.landmarks_), kernel="poly", degree=2,
                       gamma=0.01).fit(data)
     _assert_same_kernel_pca(kp, whole, data)
 
 
 def test_given_landmarks_are_used_as_they_are(data):
     landmarks = data[::20]
-    kp = KernelPCA(2, solver="nystrom", landmarks=landmarks).partial_fit(data[:50])
+    kp = KernelPCA(2, solver=Nystrom(landmarks=landmarks)).partial_fit(data[:50])
     np.testing.assert_array_equal(kp.landmarks_, landmarks)
     with pytest.raises(ValueError, match=r"landmarks must be an \(m, 5\) array"):
-        KernelPCA(2, solver="nystrom", landmarks=landmarks[:, :3]).fit(data)
-    with pytest.raises(ValueError, match="landmarks apply to solver='nystrom'"):
-        KernelPCA(2, solver="exact", landmarks=landmarks).fit(data)
+        KernelPCA(2, solver=Nystrom(landmarks=landmarks[:, :3])).fit(data)
+    # given landmarks are an option of the nystrom solver alone: no other solver takes them
+    assert [name for name, options in SOLVERS.items()
+            if "landmarks" in options().get_params()] == ["nystrom"]
     with pytest.raises(ValueError, match="n_components=4 exceeds the number of landmarks=3"):
-        KernelPCA(4, solver="nystrom", landmarks=landmarks[:3]).partial_fit(data)
+        KernelPCA(4, solver=Nystrom(landmarks=landmarks[:3])).partial_fit(data)
 
 
 def test_a_fitted_model_continues_and_a_refit_starts_again(data):
-    kp = KernelPCA(3, solver="nystrom", n_landmarks=50, random_state=0).fit(data[:400])
+    kp = KernelPCA(3, solver=Nystrom(n_landmarks=50), random_state=0).fit(data[:400])
     assert kp.eigenvectors_.shape == (400, 3)
     kp.partial_fit(data[400:])
     assert not hasattr(kp, "eigenvectors_")  # an older fit's must not linger
-    whole = KernelPCA(3, solver="nystrom", landmarks=kp.landmarks_).fit(data)
+    whole = KernelPCA(3, solver=Nystrom(landmarks=kp.landmarks_)).fit(data)
     _assert_same_kernel_pca(kp, whole, data)
     kp.fit(data[:100])
     assert kp.n_samples_seen_ == 100 and kp.eigenvectors_.shape == (100, 3)
@@ -157,7 +161,7 @@ def test_a_fitted_model_continues_and_a_refit_starts_again(data):
     (KernelPCA(2, solver="randomized"), "solver='randomized'"),
     (KernelPCA(2, solver="sketch"), "solver='sketch'"),
     (KernelPCA(2, solver="icf"), "solver='icf'"),
-    (KernelPCA(2, solver="nystrom", nystrom_method="extension"), "nystrom_method='feature_map'"),
+    (KernelPCA(2, solver=Nystrom(method="extension")), r"Nystrom\(method='feature_map'\)"),
     (KernelPCA(2, solver="nystrom", kernel="precomputed"), "precomputed kernel"),
     (PCA(2, solver="gram"), "solver='gram'"),
     (PCA(2, solver="randomized"), "solver='randomized'"),
@@ -181,7 +185,7 @@ def test_continuing_needs_the_statistics_and_the_same_features(data):
     pca = PCA(2).partial_fit(data)
     with pytest.raises(ValueError, match="X has 3 features, but PCA is expecting 5"):
         pca.partial_fit(data[:, :3])
-    kp = KernelPCA(2, solver="nystrom", n_landmarks=20).partial_fit(data)
+    kp = KernelPCA(2, solver=Nystrom(n_landmarks=20)).partial_fit(data)
     with pytest.raises(ValueError, match="X has 4 features, but KernelPCA is expecting 5"):
         kp.partial_fit(data[:, :4])
     kp.row_statistics_ = None  # as a model saved in format 2 loads
@@ -195,24 +199,25 @@ def test_continuing_needs_the_statistics_and_the_same_features(data):
         PCA(2).partial_fit(np.where(data > 104, np.nan, data))
     nan_batch = da.from_array(np.where(data > 104, np.nan, data), chunks=100)
     with pytest.raises(ValueError, match="NaN or infinity"):
-        KernelPCA(2, solver="nystrom", landmarks=data[:10]).partial_fit(nan_batch)
+        KernelPCA(2, solver=Nystrom(landmarks=data[:10])).partial_fit(nan_batch)
 
 
 @pytest.mark.parametrize("make", [
     lambda: PCA(3),
-    lambda: KernelPCA(3, solver="nystrom", n_landmarks=50, random_state=0),
-    lambda: KernelPCA(3, solver="fixed_size", n_landmarks=30, random_state=0),
+    lambda: KernelPCA(3, solver=Nystrom(n_landmarks=50), random_state=0),
+    lambda: KernelPCA(3, solver=FixedSize(n_landmarks=30), random_state=0),
 ], ids=["pca", "nystrom", "fixed_size"])
 def test_a_saved_model_updated_with_new_rows_equals_the_fit_on_all(data, tmp_path, make):
     model = make().partial_fit(data[:350])
     dkpca.save(model, tmp_path / "m.zarr")
     meta = zarr.open_group(tmp_path / "m.zarr", mode="r").attrs["dkpca"]
-    assert meta["format_version"] == 3 and "row_statistics_" in meta["attributes"]
+    assert meta["format_version"] == FORMAT_VERSION and "row_statistics_" in meta["attributes"]
     loaded = dkpca.load(tmp_path / "m.zarr").partial_fit(data[350:])
     if isinstance(model, PCA):
         _assert_same_pca(loaded, PCA(3).fit(data))
     else:
-        whole = KernelPCA(3, solver=model.solver, landmarks=model.landmarks_).fit(data)
+        # fixed_size on given landmarks is the Nyström feature map on them
+        whole = KernelPCA(3, solver=Nystrom(landmarks=model.landmarks_)).fit(data)
         _assert_same_kernel_pca(loaded, whole, data)
 
 
@@ -245,9 +250,9 @@ def test_works_in_pipelines_and_in_dask_mls_incremental_wrapper(data):
     landmarks = data[::15]
     # dask-ml asks for a score; KernelPCA has none (as scikit-learn's), so the user names one
     explained = lambda model, X, y=None: float(model.explained_variance_ratio_.sum())
-    wrapped = Incremental(KernelPCA(3, solver="nystrom", landmarks=landmarks),
+    wrapped = Incremental(KernelPCA(3, solver=Nystrom(landmarks=landmarks)),
                           scoring=explained).fit(X)
-    whole = KernelPCA(3, solver="nystrom", landmarks=landmarks).fit(data)
+    whole = KernelPCA(3, solver=Nystrom(landmarks=landmarks)).fit(data)
     _assert_same_kernel_pca(wrapped.estimator_, whole, data)
 
     pipeline = make_pipeline(StandardScaler(), PCA(2)).fit(data)

@@ -14,6 +14,7 @@ from sklearn.exceptions import NotFittedError
 
 from dkpca import KernelPCA
 from dkpca.kernels import RBF, Linear
+from dkpca.options import ICF, FixedSize, Nystrom, Randomized
 
 KERNELS = ["rbf", "poly", "sigmoid", "linear"]
 
@@ -84,8 +85,8 @@ def test_randomized_streaming_equals_cached(digits, max_memory, cache_dtype, rto
     # max_memory=1000 bytes forces the tiles to be re-evaluated on every pass; streamed float32
     # tiles take their shift from a subsample, so they round a little differently.
     X = digits[:700]
-    kwargs = {"solver": "randomized", "random_state": 0, "block_size": 200 * 200 * 8,
-              "cache_dtype": cache_dtype}
+    kwargs = {"solver": Randomized(cache_dtype=cache_dtype), "random_state": 0,
+              "block_size": 200 * 200 * 8}
     cached = KernelPCA(5, **kwargs).fit(X)
     other = KernelPCA(5, max_memory=max_memory, **kwargs).fit(X)
     np.testing.assert_allclose(other.eigenvalues_, cached.eigenvalues_, rtol=rtol)
@@ -97,7 +98,7 @@ def test_randomized_streaming_equals_cached(digits, max_memory, cache_dtype, rto
 def test_same_result_for_any_chunking(digits, cache_dtype, rtol):
     # Chunks never matter; tile sizes change float32 rounding only (each tile its own shift).
     X = digits[:600]
-    kwargs = {"solver": "randomized", "random_state": 1, "cache_dtype": cache_dtype}
+    kwargs = {"solver": Randomized(cache_dtype=cache_dtype), "random_state": 1}
     reference = KernelPCA(6, **kwargs).fit(X)
     for chunks in [(600, -1), (100, -1), ((250, 7, 343), -1)]:
         kp = KernelPCA(6, block_size=150 * 150 * 8, **kwargs)
@@ -114,10 +115,9 @@ def test_same_result_under_distributed_client(digits, client):
     # float32 tiles (the randomized default here) round differently when a float32 GEMM or
     # reduction runs on differently aligned memory (the allocation history decides): about
     # 1e-8 relative on the eigenvalues, the accuracy such tiles promise
-    for solver, cache_dtype, rtol in [("exact", "auto", 1e-12), ("randomized", "float64", 1e-12),
-                                      ("randomized", "auto", 1e-6)]:
-        kwargs = {"solver": solver, "random_state": 0, "block_size": 150 * 150 * 8,
-                  "cache_dtype": cache_dtype}
+    for solver, rtol in [("exact", 1e-12), (Randomized(cache_dtype="float64"), 1e-12),
+                         (Randomized(cache_dtype="auto"), 1e-6)]:
+        kwargs = {"solver": solver, "random_state": 0, "block_size": 150 * 150 * 8}
         with_client = KernelPCA(5, **kwargs).fit(Xd)
         scores = with_client.transform(Xd).compute()
         client_free = KernelPCA(5, **kwargs)
@@ -243,7 +243,7 @@ def test_random_state_reproducible(digits):
 
 def test_not_converged_warns(digits):
     with pytest.warns(UserWarning, match="stopped after 1 passes"):
-        KernelPCA(5, solver="randomized", max_iter=1, random_state=0).fit(digits)
+        KernelPCA(5, solver=Randomized(max_iter=1), random_state=0).fit(digits)
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -314,8 +314,8 @@ def test_unfitted_use():
         ({"gamma": 1.0, "sigma2": 2.0}, "gamma or sigma2, not both"),
         ({"kernel": "poly", "sigma2": 2.0}, "sigma2 applies to the rbf kernel only"),
         ({"degree": 0}, "invalid degree=0"),
-        ({"tol": 0}, "invalid tol=0"),
-        ({"max_iter": 0}, "invalid max_iter=0"),
+        ({"solver": Randomized(tol=0)}, "invalid Randomized tol=0"),
+        ({"solver": Randomized(max_iter=0)}, "invalid Randomized max_iter=0"),
         ({"block_size": "lots"}, "block_size='lots' is not a size"),
         ({"max_memory": -5}, "invalid max_memory=-5"),
         ({"random_state": "seed"}, "invalid random_state='seed'"),
@@ -353,7 +353,6 @@ def test_exact_peak_memory_is_one_kernel_matrix(digits):
 
 
 def test_randomized_cache_holds_a_quarter_of_the_kernel(digits):
-    from dkpca._kernel_solvers import RANDOMIZED_MAX_ITER
     from dkpca.solvers.randomized import block_width
     from dkpca.tiles import cached_kernel_bytes
 
@@ -364,7 +363,7 @@ def test_randomized_cache_holds_a_quarter_of_the_kernel(digits):
     tiles = cached_kernel_bytes(n, 4, block)  # float32 tiles, the upper half of K
     # The basis and its image are allocated for the whole pass budget (tracemalloc counts them
     # whole; only the columns filled take memory).
-    krylov = 2 * n * min(n, block_width(5, n, None) * RANDOMIZED_MAX_ITER) * 8
+    krylov = 2 * n * min(n, block_width(5, n, None) * Randomized().max_iter) * 8
     assert tiles < 0.3 * n * n * 8
     copy = X.nbytes  # copy_X: the model's own copy of the training data
     # A product is summed as a double-double (high and low parts), on the holder and here.
@@ -379,7 +378,7 @@ def test_long_randomized_run_has_no_ghost_eigenvalues():
 
     X, _ = make_classification(n_samples=1200, n_features=300, n_informative=10, random_state=0)
     exact = KernelPCA(8, solver="exact").fit(X)
-    kp = KernelPCA(8, solver="randomized", n_oversamples=60, tol=1e-12, max_iter=30,
+    kp = KernelPCA(8, solver=Randomized(n_oversamples=60, tol=1e-12, max_iter=30),
                    random_state=0).fit(X)
     np.testing.assert_allclose(kp.eigenvalues_, exact.eigenvalues_, rtol=1e-8)
 
@@ -398,9 +397,9 @@ def test_constant_data_fit_with_a_warning(solver):
 
 @pytest.mark.parametrize("first, second", [
     ({"solver": "randomized", "fit_inverse_transform": True}, {"solver": "exact"}),
-    ({"solver": "icf", "max_rank": 30}, {"solver": "exact"}),
-    ({"solver": "fixed_size", "n_landmarks": 30}, {"solver": "nystrom", "n_landmarks": 30}),
-    ({"solver": "nystrom", "n_landmarks": 30}, {"solver": "randomized"}),
+    ({"solver": ICF(max_rank=30)}, {"solver": "exact"}),
+    ({"solver": FixedSize(n_landmarks=30)}, {"solver": Nystrom(n_landmarks=30)}),
+    ({"solver": Nystrom(n_landmarks=30)}, {"solver": "randomized"}),
 ])
 def test_a_refit_keeps_nothing_from_the_previous_fit(first, second, tmp_path):
     import dkpca

@@ -8,6 +8,7 @@ import pytest
 
 from dkpca import KernelPCA
 from dkpca.blocked import center_columns
+from dkpca.options import Randomized
 from dkpca.tiles import symmetric_kernel_product
 
 pytestmark = pytest.mark.slow
@@ -20,7 +21,7 @@ def test_large_kernel_does_not_crash_blas_and_is_consistent():
     X = rng.normal(size=(20_000, 784)) @ np.diag(np.linspace(2.0, 0.1, 784))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a flat spectrum: may stop at max_iter
-        kp = KernelPCA(5, solver="randomized", random_state=0, cache_dtype="float64").fit(X)
+        kp = KernelPCA(5, solver=Randomized(cache_dtype="float64"), random_state=0).fit(X)
     U, values = kp.eigenvectors_, kp.eigenvalues_
     np.testing.assert_allclose(U.T @ U, np.eye(5), atol=1e-8)
     # For a training row, transform(x) - u sqrt(λ) is exactly (K_c u - λ u) / sqrt(λ) there:
@@ -39,7 +40,7 @@ def test_large_kernel_does_not_crash_blas_and_is_consistent():
 
 def test_streaming_randomized_matches_cached_at_scale():
     X = np.random.default_rng(1).normal(size=(6000, 32))
-    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": "float64"}
+    kwargs = {"solver": Randomized(cache_dtype="float64"), "random_state": 0}
     cached = KernelPCA(5, **kwargs).fit(X)
     streamed = KernelPCA(5, max_memory="64MiB", block_size="8MiB", **kwargs)
     streamed.fit(da.from_array(X, chunks=(1000, -1)))

@@ -16,6 +16,7 @@ from dkpca.generalization import (
     orthogonal_residuals,
 )
 from dkpca.kernels import RBF
+from dkpca.options import Nystrom
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +153,7 @@ def test_data_other_than_the_training_set_is_refused(method, model):
     rng = np.random.default_rng(0)
     X, other = rng.normal(size=(60, 8)), rng.normal(size=(60, 8))
     estimator = {"KernelPCA": KernelPCA(2, kernel=RBF(c=16.0)),
-                 "Nystrom": KernelPCA(2, kernel=RBF(c=16.0), solver="nystrom", n_landmarks=30),
+                 "Nystrom": KernelPCA(2, kernel=RBF(c=16.0), solver=Nystrom(n_landmarks=30)),
                  "PCA": PCA(2)}[model].fit(X)
     with pytest.raises(ValueError, match="it has 20 rows, the training data 60"):
         loo_projections(estimator, other[:20], method)

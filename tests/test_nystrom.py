@@ -8,6 +8,7 @@ from sklearn.decomposition import PCA as SklearnPCA
 
 from dkpca import KernelPCA
 from dkpca.kernels import RBF, Polynomial
+from dkpca.options import Nystrom
 from dkpca.solvers import SAMPLINGS
 from dkpca.solvers._landmarks import sampling_probabilities
 from dkpca.solvers.nystrom import inverse_sqrt
@@ -19,7 +20,7 @@ def exact(digits):
 
 
 def test_all_points_as_landmarks_is_exact_kernel_pca(digits, exact):
-    full = KernelPCA(5, gamma=1 / 64, solver="nystrom", n_landmarks=len(digits)).fit(digits)
+    full = KernelPCA(5, gamma=1 / 64, solver=Nystrom(n_landmarks=len(digits))).fit(digits)
     np.testing.assert_allclose(full.eigenvalues_, exact.eigenvalues_[:5], rtol=1e-10)
     np.testing.assert_allclose(match_signs(full.eigenvectors_, exact.eigenvectors_[:, :5]),
                                exact.eigenvectors_[:, :5], atol=1e-8)
@@ -30,7 +31,7 @@ def test_all_points_as_landmarks_is_exact_kernel_pca(digits, exact):
 
 @pytest.mark.parametrize("sampling", SAMPLINGS)
 def test_top_components_match_exact_at_m_400(sampling, digits, exact):
-    model = KernelPCA(5, gamma=1 / 64, solver="nystrom", n_landmarks=400, sampling=sampling,
+    model = KernelPCA(5, gamma=1 / 64, solver=Nystrom(n_landmarks=400, sampling=sampling),
                       random_state=0).fit(digits)
     assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_[:, :5]) > 0.95)
     V = model.eigenvectors_
@@ -46,7 +47,7 @@ def test_top_components_match_exact_at_m_400(sampling, digits, exact):
 
 def test_feature_map_pca_matches_a_numpy_reference(moons):
     kernel = RBF(gamma=2.0)
-    model = KernelPCA(3, kernel=kernel, solver="nystrom", n_landmarks=50,
+    model = KernelPCA(3, kernel=kernel, solver=Nystrom(n_landmarks=50),
                       random_state=1).fit(moons)
     L = model.landmarks_
     features = kernel.pairwise(moons, L) @ inverse_sqrt(kernel.pairwise(L))
@@ -60,14 +61,14 @@ def test_feature_map_pca_matches_a_numpy_reference(moons):
 
 
 def test_eigen_extension_follows_the_tutorial(digits, exact):
-    model = KernelPCA(3, gamma=1 / 64, solver="nystrom", n_landmarks=1797,
-                      nystrom_method="extension").fit(digits)
+    model = KernelPCA(3, gamma=1 / 64,
+                      solver=Nystrom(n_landmarks=1797, method="extension")).fit(digits)
     # With every point a landmark, eqs. (62)-(63) give exact kernel PCA.
     np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_[:3], rtol=1e-10)
     np.testing.assert_allclose(match_signs(model.eigenvectors_, exact.eigenvectors_[:, :3]),
                                exact.eigenvectors_[:, :3], atol=1e-8)
-    sub = KernelPCA(3, gamma=1 / 64, solver="nystrom", n_landmarks=600,
-                    nystrom_method="extension", random_state=0).fit(digits)
+    sub = KernelPCA(3, gamma=1 / 64, solver=Nystrom(n_landmarks=600, method="extension"),
+                    random_state=0).fit(digits)
     norms = np.linalg.norm(sub.eigenvectors_, axis=0)
     np.testing.assert_allclose(norms, 1.0, atol=0.15)  # sqrt(m/n) scaling (DESIGN.md)
 
@@ -88,8 +89,8 @@ def test_sampling_probabilities(digits):
 
 @pytest.mark.parametrize("sampling", SAMPLINGS)
 def test_same_landmarks_and_model_whatever_the_chunking(sampling, digits):
-    params = {"n_components": 3, "gamma": 1 / 64, "solver": "nystrom", "n_landmarks": 60,
-              "sampling": sampling, "random_state": 5}
+    params = {"n_components": 3, "gamma": 1 / 64,
+              "solver": Nystrom(n_landmarks=60, sampling=sampling), "random_state": 5}
     a = KernelPCA(**params).fit(digits)
     b = KernelPCA(**params).fit(da.from_array(digits, chunks=(250, -1)))
     np.testing.assert_array_equal(a.landmarks_, b.landmarks_)
@@ -103,11 +104,11 @@ def test_same_landmarks_and_model_whatever_the_chunking(sampling, digits):
 
 def test_nystrom_settings_are_checked(digits):
     with pytest.raises(ValueError, match="n_components=50 exceeds n_landmarks=40"):
-        KernelPCA(50, solver="nystrom", n_landmarks=40).fit(digits)
+        KernelPCA(50, solver=Nystrom(n_landmarks=40)).fit(digits)
     with pytest.raises(ValueError, match="n_landmarks=2000 exceeds the 1797 samples"):
-        KernelPCA(5, solver="nystrom", n_landmarks=2000).fit(digits)
-    with pytest.raises(ValueError, match="invalid sampling='random'"):
-        KernelPCA(5, solver="nystrom", sampling="random").fit(digits)
+        KernelPCA(5, solver=Nystrom(n_landmarks=2000)).fit(digits)
+    with pytest.raises(ValueError, match="invalid Nystrom sampling='random'"):
+        KernelPCA(5, solver=Nystrom(sampling="random")).fit(digits)
 
 
 def test_indefinite_sigmoid_kernel_gets_no_spurious_component():
@@ -121,15 +122,15 @@ def test_indefinite_sigmoid_kernel_gets_no_spurious_component():
     X /= np.sqrt((X**2).sum(axis=1).mean() / 64)
     kernel = Sigmoid(gamma=1.03 / 64, coef0=0.0)
     exact = KernelPCA(6, kernel=kernel, solver="exact").fit(X)
-    model = KernelPCA(6, kernel=kernel, solver="nystrom", n_landmarks=400,
-                      sampling="column_norm", random_state=0).fit(X)
+    model = KernelPCA(6, kernel=kernel, solver=Nystrom(n_landmarks=400, sampling="column_norm"),
+                      random_state=0).fit(X)
     assert np.all(similarity(model.eigenvectors_, exact.eigenvectors_) > 0.99)
     np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_, rtol=0.05)
 
 
 def test_float32_data_keeps_float64_accuracy_in_the_moments(digits):
     """float32 products around a shift: no cancellation in the centred scatter."""
-    params = {"n_components": 5, "gamma": 1 / 64, "solver": "nystrom", "n_landmarks": 300,
+    params = {"n_components": 5, "gamma": 1 / 64, "solver": Nystrom(n_landmarks=300),
               "random_state": 2}
     single = KernelPCA(**params).fit(digits.astype(np.float32))
     double = KernelPCA(**params).fit(digits)

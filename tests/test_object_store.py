@@ -22,6 +22,7 @@ import zarr
 
 import dkpca
 from dkpca.io import IncompleteResultError, as_dask, open_zarr
+from dkpca.options import Nystrom
 
 TIMEOUT = 120.0
 BUCKET = "results"
@@ -64,7 +65,7 @@ def inputs(tmp_path_factory):
     """A saved Nyström model, 20000 x 8 rows to project (10 chunks), and their projection."""
     folder = tmp_path_factory.mktemp("object-store")
     rng = np.random.default_rng(5)
-    model = dkpca.KernelPCA(3, solver="nystrom", n_landmarks=300, random_state=0)
+    model = dkpca.KernelPCA(3, solver=Nystrom(n_landmarks=300), random_state=0)
     model.fit(rng.normal(size=(2_000, 8)))
     dkpca.save(model, folder / "model.zarr")
     X = rng.normal(size=(20_000, 8))

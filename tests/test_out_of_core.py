@@ -12,6 +12,7 @@ import zarr
 import dkpca
 from dkpca.cli import main
 from dkpca.cluster import connect
+from dkpca.options import Nystrom
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -138,7 +139,7 @@ def test_partial_fit_of_zarr_batches_larger_than_worker_memory(tmp_path):
         pids = client.run(lambda: __import__("os").getpid())
         with _PeakRSS() as client_memory:
             pca = dkpca.PCA(3)
-            kpca = dkpca.KernelPCA(3, solver="nystrom", landmarks=landmarks)
+            kpca = dkpca.KernelPCA(3, solver=Nystrom(landmarks=landmarks))
             for path in halves:
                 pca.partial_fit(str(path))
                 kpca.partial_fit(str(path))
@@ -150,7 +151,7 @@ def test_partial_fit_of_zarr_batches_larger_than_worker_memory(tmp_path):
     everything = da.concatenate([da.from_zarr(str(p)) for p in halves])
     whole = dkpca.PCA(3).fit(everything)
     np.testing.assert_allclose(pca.explained_variance_, whole.explained_variance_, rtol=1e-10)
-    whole = dkpca.KernelPCA(3, solver="nystrom", landmarks=landmarks).fit(everything)
+    whole = dkpca.KernelPCA(3, solver=Nystrom(landmarks=landmarks)).fit(everything)
     np.testing.assert_allclose(kpca.eigenvalues_, whole.eigenvalues_, rtol=1e-10)
 
 

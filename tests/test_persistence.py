@@ -16,6 +16,7 @@ from sklearn.exceptions import NotFittedError
 import dkpca
 from dkpca.kernels import RBF, Linear
 from dkpca.moments import RowStatistics
+from dkpca.options import ICF, FixedSize, Nystrom, Sketch, SolverOptions
 from dkpca.persistence import FORMAT_VERSION
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -32,15 +33,15 @@ MODELS = {
     "randomized streaming": lambda: dkpca.KernelPCA(
         4, solver="randomized", max_memory="100KiB", block_size="64KiB", random_state=0
     ),
-    "sketch": lambda: dkpca.KernelPCA(3, solver="sketch", sketch="hashing", sketch_dim=40,
-                                      n_hashes=2, refine=True, random_state=0),
-    "nystrom": lambda: dkpca.KernelPCA(3, solver="nystrom", n_landmarks=50,
-                                       sampling="column_norm", random_state=0),
-    "nystrom extension": lambda: dkpca.KernelPCA(3, solver="nystrom", n_landmarks=40,
-                                                 nystrom_method="extension", random_state=0),
-    "fixed size": lambda: dkpca.KernelPCA(3, solver="fixed_size", n_landmarks=30,
-                                          selection="renyi", random_state=0),
-    "icf": lambda: dkpca.KernelPCA(3, solver="icf", icf_tol=5.0, max_rank=60),
+    "sketch": lambda: dkpca.KernelPCA(
+        3, solver=Sketch(kind="hashing", dim=40, n_hashes=2, refine=True), random_state=0),
+    "nystrom": lambda: dkpca.KernelPCA(
+        3, solver=Nystrom(n_landmarks=50, sampling="column_norm"), random_state=0),
+    "nystrom extension": lambda: dkpca.KernelPCA(
+        3, solver=Nystrom(n_landmarks=40, method="extension"), random_state=0),
+    "fixed size": lambda: dkpca.KernelPCA(
+        3, solver=FixedSize(n_landmarks=30, selection="renyi"), random_state=0),
+    "icf": lambda: dkpca.KernelPCA(3, solver=ICF(tol=5.0, max_rank=60)),
     "sum kernel": lambda: dkpca.KernelPCA(0.5, kernel=RBF(sigma2=2.0) + Linear()),
     "poly": lambda: dkpca.KernelPCA(3, kernel="poly", degree=2, min_relative_eigenvalue=0.01),
     "PCA covariance": lambda: dkpca.PCA(3, solver="covariance"),
@@ -55,8 +56,14 @@ def _fitted_state(model) -> dict:
     return {k: v for k, v in vars(model).items() if k not in params}
 
 
+def _params(model) -> dict:
+    """The parameters; an options object (which has no ``==``) as its class and parameters."""
+    return {k: (type(v), v.get_params()) if isinstance(v, SolverOptions) else v
+            for k, v in model.get_params().items()}
+
+
 def _assert_same_state(loaded, model):
-    assert loaded.get_params() == model.get_params()
+    assert _params(loaded) == _params(model)
     state, expected = _fitted_state(loaded), _fitted_state(model)
     lazy = {k for k, v in expected.items() if isinstance(v, da.Array)}
     assert state.keys() == expected.keys() - lazy  # lazy views of the data are not saved
@@ -88,7 +95,7 @@ def test_round_trip_transforms_identically(name, lazy, data, tmp_path):
 
 
 def test_saving_nystrom_fitted_on_dask_makes_no_pass_over_the_data(data, tmp_path, no_compute):
-    model = dkpca.KernelPCA(3, solver="nystrom", n_landmarks=40, random_state=0).fit(
+    model = dkpca.KernelPCA(3, solver=Nystrom(n_landmarks=40), random_state=0).fit(
         da.from_array(data, chunks=(70, -1))
     )
     assert isinstance(model.eigenvectors_, da.Array)
@@ -236,7 +243,7 @@ def test_a_sparse_basis_is_saved_as_its_csr_parts(lazy, data, tmp_path):
 
 DAMAGE_MODELS = {
     "kpca exact": (lambda: dkpca.KernelPCA(4, kernel="rbf", solver="exact"), "basis_/coef"),
-    "kpca nystrom": (lambda: dkpca.KernelPCA(3, solver="nystrom", n_landmarks=50,
+    "kpca nystrom": (lambda: dkpca.KernelPCA(3, solver=Nystrom(n_landmarks=50),
                                              random_state=0), "basis_/basis"),
     "pca": (lambda: dkpca.PCA(3, solver="covariance"), "components_"),
 }

@@ -12,6 +12,7 @@ from sklearn.decomposition import KernelPCA as SKKernelPCA
 import dkpca
 from dkpca import KernelPCA
 from dkpca.datasets import make_semicircles, make_square, make_two_rings
+from dkpca.options import ICF, FixedPoint, FixedSize, Nystrom, Sketch, solver_name
 from dkpca.preimage import _fixed_point_block, _weights, fixed_point_preimage
 
 
@@ -87,16 +88,16 @@ def test_kernel_pca_denoising_beats_linear_pca_on_digits():
     assert dkpca.PCA(32).fit(noisy[train]).n_components_ == 32
 
 
-@pytest.mark.parametrize("solver, extra", [
-    ("randomized", {}),
-    ("nystrom", {"n_landmarks": 150}),
-    ("fixed_size", {"n_landmarks": 150}),
-    ("icf", {"max_rank": 150}),
-    ("sketch", {"sketch_dim": 150}),
-])
-def test_every_solver_denoises(semicircles, solver, extra):
+@pytest.mark.parametrize("solver", [
+    "randomized",
+    Nystrom(n_landmarks=150),
+    FixedSize(n_landmarks=150),
+    ICF(max_rank=150),
+    Sketch(dim=150),
+], ids=solver_name)
+def test_every_solver_denoises(semicircles, solver):
     X, clean = semicircles
-    kp = KernelPCA(8, kernel="rbf", sigma2=2.0, solver=solver, random_state=0, **extra).fit(X)
+    kp = KernelPCA(8, kernel="rbf", sigma2=2.0, solver=solver, random_state=0).fit(X)
     assert _mse(kp.denoise(X), clean) < 0.8 * _mse(X, clean)
 
 
@@ -104,7 +105,7 @@ def test_nystrom_on_every_point_gives_the_exact_preimages(semicircles):
     """The landmark basis's feature-space mean (mean_coef) is the training mean."""
     X, _ = semicircles
     exact = KernelPCA(6, kernel="rbf", sigma2=2.0, solver="exact").fit(X)
-    nystrom = KernelPCA(6, kernel="rbf", sigma2=2.0, solver="nystrom", n_landmarks=len(X),
+    nystrom = KernelPCA(6, kernel="rbf", sigma2=2.0, solver=Nystrom(n_landmarks=len(X)),
                         random_state=0).fit(X)
     assert nystrom.basis_.mean_coef is not None
     np.testing.assert_allclose(nystrom.denoise(X[:40]), exact.denoise(X[:40]), atol=1e-6)
@@ -167,11 +168,11 @@ def test_errors(semicircles):
 
 def test_save_and_load_keep_the_preimages(semicircles, tmp_path):
     X, _ = semicircles
-    for solver in ("exact", "nystrom"):
-        kp = KernelPCA(6, kernel="rbf", sigma2=2.0, solver=solver, n_landmarks=100,
+    for solver in ("exact", Nystrom(n_landmarks=100)):
+        kp = KernelPCA(6, kernel="rbf", sigma2=2.0, solver=solver,
                        fit_inverse_transform=True, random_state=0).fit(X)
-        dkpca.save(kp, tmp_path / f"{solver}.zarr")
-        loaded = dkpca.load(tmp_path / f"{solver}.zarr")
+        dkpca.save(kp, tmp_path / f"{solver_name(solver)}.zarr")
+        loaded = dkpca.load(tmp_path / f"{solver_name(solver)}.zarr")
         np.testing.assert_allclose(loaded.denoise(X[:30]), kp.denoise(X[:30]))
         loaded.set_params(preimage="learned")
         kp.set_params(preimage="learned")
@@ -182,7 +183,7 @@ def test_a_landmark_model_from_format_1_refuses_preimages(semicircles, tmp_path)
     import zarr
 
     X, _ = semicircles
-    kp = KernelPCA(4, kernel="rbf", solver="nystrom", n_landmarks=50, random_state=0).fit(X)
+    kp = KernelPCA(4, kernel="rbf", solver=Nystrom(n_landmarks=50), random_state=0).fit(X)
     path = tmp_path / "old.zarr"
     dkpca.save(kp, path)
     group = zarr.open_group(path, mode="r+")
@@ -202,7 +203,7 @@ def test_unconverged_preimages_are_counted_once_not_per_chunk(caplog):
     import dask
 
     X, _, _ = make_semicircles(300, random_state=0)
-    model = KernelPCA(8, kernel="rbf", sigma2=2.0, preimage_max_iter=1).fit(X)
+    model = KernelPCA(8, kernel="rbf", sigma2=2.0, preimage=FixedPoint(max_iter=1)).fit(X)
     denoised, missed = model._denoise_counted(da.from_array(X, chunks=50))  # 6 chunks
     points, n_missed = dask.compute(denoised, missed)
     assert points.shape == X.shape and 0 < n_missed <= 300

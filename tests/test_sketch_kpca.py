@@ -6,6 +6,7 @@ import pytest
 from conftest import similarity
 
 from dkpca import KernelPCA
+from dkpca.options import Sketch
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +18,8 @@ def exact(digits):
 def test_every_top_component_matches_exact_at_q_400(sketch, digits, exact):
     """Default (single-pass Nyström estimate for a PSD kernel): every draw, every component."""
     for seed in range(10):
-        approx = KernelPCA(5, kernel="rbf", gamma=1 / 64, solver="sketch", sketch=sketch,
-                           sketch_dim=400, random_state=seed).fit(digits)
+        approx = KernelPCA(5, kernel="rbf", gamma=1 / 64, solver=Sketch(kind=sketch, dim=400),
+                           random_state=seed).fit(digits)
         assert np.all(similarity(approx.eigenvectors_, exact.eigenvectors_[:, :5]) > 0.95)
         np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_[:5], rtol=0.05)
         # The Nyström approximation is dominated by K_c: its eigenvalues are never larger.
@@ -35,8 +36,8 @@ def test_tutorial_estimate_tracks_exact_on_average_at_q_400(sketch, digits, exac
     """
     sims, diffs = [], []
     for seed in range(5):
-        approx = KernelPCA(5, kernel="rbf", gamma=1 / 64, solver="sketch", sketch=sketch,
-                           sketch_dim=400, sketch_method="covariance",
+        approx = KernelPCA(5, kernel="rbf", gamma=1 / 64,
+                           solver=Sketch(kind=sketch, dim=400, method="covariance"),
                            random_state=seed).fit(digits)
         sims.append(similarity(approx.eigenvectors_, exact.eigenvectors_[:, :5]))
         diffs.append(np.abs(approx.eigenvalues_ / exact.eigenvalues_[:5] - 1))
@@ -51,8 +52,9 @@ def test_tutorial_estimate_tracks_exact_on_average_at_q_400(sketch, digits, exac
 def test_refinement_makes_components_and_eigenvalues_exact_on_the_subspace(
     sketch, digits, exact
 ):
-    approx = KernelPCA(5, kernel="rbf", gamma=1 / 64, solver="sketch", sketch=sketch,
-                       sketch_dim=400, refine=True, random_state=0).fit(digits)
+    approx = KernelPCA(5, kernel="rbf", gamma=1 / 64,
+                       solver=Sketch(kind=sketch, dim=400, refine=True),
+                       random_state=0).fit(digits)
     assert np.all(similarity(approx.eigenvectors_, exact.eigenvectors_[:, :5]) > 0.99)
     np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_[:5], rtol=1e-3)
     assert approx.n_iter_ == 2
@@ -65,8 +67,8 @@ def test_eigenvalue_error_falls_as_q_grows(method, digits, exact):
     def error(q):
         diffs = []
         for seed in range(3):
-            approx = KernelPCA(5, gamma=1 / 64, solver="sketch", sketch_dim=q,
-                               sketch_method=method, random_state=seed).fit(digits)
+            approx = KernelPCA(5, gamma=1 / 64, solver=Sketch(dim=q, method=method),
+                               random_state=seed).fit(digits)
             diffs.append(np.abs(approx.eigenvalues_ / exact.eigenvalues_[:5] - 1).mean())
         return np.mean(diffs)
 
@@ -77,7 +79,7 @@ def test_nystrom_estimate_is_exact_when_the_sketch_spans_the_data(digits):
     X = digits[:150]
     exact = KernelPCA(10, gamma=1 / 64, solver="exact").fit(X)
     # A Gaussian sketch with q = n spans every centred vector (hashing may leave columns empty).
-    approx = KernelPCA(10, gamma=1 / 64, solver="sketch", sketch_dim=150, sketch_method="nystrom",
+    approx = KernelPCA(10, gamma=1 / 64, solver=Sketch(dim=150, method="nystrom"),
                        random_state=0).fit(X)
     np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_, rtol=1e-8)
     assert np.all(similarity(approx.eigenvectors_, exact.eigenvectors_) > 1 - 1e-8)
@@ -85,18 +87,17 @@ def test_nystrom_estimate_is_exact_when_the_sketch_spans_the_data(digits):
 
 @pytest.mark.parametrize(("kernel", "expected"), [("rbf", "nystrom"), ("sigmoid", "covariance")])
 def test_auto_sketch_method_follows_positive_semidefiniteness(kernel, expected, digits):
-    params = {"kernel": kernel, "gamma": 1 / 64, "coef0": 0.0, "solver": "sketch",
-              "sketch_dim": 100, "random_state": 3}
-    auto = KernelPCA(4, **params).fit(digits)
-    chosen = KernelPCA(4, sketch_method=expected, **params).fit(digits)
-    other = KernelPCA(4, sketch_method={"nystrom": "covariance", "covariance": "nystrom"}[expected],
-                      **params).fit(digits)
+    params = {"kernel": kernel, "gamma": 1 / 64, "coef0": 0.0, "random_state": 3}
+    auto = KernelPCA(4, solver=Sketch(dim=100), **params).fit(digits)
+    chosen = KernelPCA(4, solver=Sketch(dim=100, method=expected), **params).fit(digits)
+    unchosen = {"nystrom": "covariance", "covariance": "nystrom"}[expected]
+    other = KernelPCA(4, solver=Sketch(dim=100, method=unchosen), **params).fit(digits)
     np.testing.assert_array_equal(auto.eigenvalues_, chosen.eigenvalues_)
     assert not np.allclose(auto.eigenvalues_, other.eigenvalues_)
 
 
 def test_transform_is_consistent_with_the_training_scores(digits):
-    approx = KernelPCA(3, gamma=1 / 64, solver="sketch", sketch_dim=300, random_state=1)
+    approx = KernelPCA(3, gamma=1 / 64, solver=Sketch(dim=300), random_state=1)
     scores = approx.fit_transform(digits)
     projected = approx.transform(digits)
     # Training scores are v·sqrt(λ); projections K_c v / sqrt(λ) agree to the sketch's accuracy.
@@ -104,8 +105,8 @@ def test_transform_is_consistent_with_the_training_scores(digits):
 
 
 def test_reproducible_whatever_the_chunking(digits):
-    a = KernelPCA(3, gamma=1 / 64, solver="sketch", sketch_dim=100, random_state=7).fit(digits)
-    b = KernelPCA(3, gamma=1 / 64, solver="sketch", sketch_dim=100, random_state=7).fit(
+    a = KernelPCA(3, gamma=1 / 64, solver=Sketch(dim=100), random_state=7).fit(digits)
+    b = KernelPCA(3, gamma=1 / 64, solver=Sketch(dim=100), random_state=7).fit(
         da.from_array(digits, chunks=(400, -1))
     )
     np.testing.assert_allclose(b.eigenvalues_, a.eigenvalues_, rtol=1e-10)
@@ -113,9 +114,9 @@ def test_reproducible_whatever_the_chunking(digits):
 
 
 def test_sketch_settings_are_checked(digits):
-    with pytest.raises(ValueError, match="n_components=50 exceeds sketch_dim=40"):
-        KernelPCA(50, solver="sketch", sketch_dim=40).fit(digits)
+    with pytest.raises(ValueError, match="n_components=50 exceeds Sketch dim=40"):
+        KernelPCA(50, solver=Sketch(dim=40)).fit(digits)
     with pytest.raises(ValueError, match="multiple of n_hashes=3"):
-        KernelPCA(5, solver="sketch", sketch="hashing", sketch_dim=100, n_hashes=3).fit(digits)
-    with pytest.raises(ValueError, match="invalid sketch='fourier'"):
-        KernelPCA(5, solver="sketch", sketch="fourier").fit(digits)
+        KernelPCA(5, solver=Sketch(kind="hashing", dim=100, n_hashes=3)).fit(digits)
+    with pytest.raises(ValueError, match="invalid Sketch kind='fourier'"):
+        KernelPCA(5, solver=Sketch(kind="fourier")).fit(digits)

@@ -6,6 +6,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse
+from sklearn.base import clone
 from sklearn.decomposition import KernelPCA as SkKernelPCA
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics.pairwise import pairwise_kernels, rbf_kernel
@@ -15,6 +16,7 @@ import dkpca
 import dkpca._tile_values
 from dkpca import PCA, KernelPCA
 from dkpca.generalization import Renormalizer
+from dkpca.options import ICF, Exact, FixedSize, Nystrom, Randomized, Sketch
 from dkpca.tiles import evaluate_tile
 
 
@@ -31,22 +33,22 @@ def data() -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------------- copy semantics
 
-SOLVER_PARAMS = {
-    "exact": {},
-    "randomized": {"tol": 1e-10},
-    "sketch": {"sketch_dim": 60},
-    "nystrom": {"n_landmarks": 40},
-    "fixed_size": {"n_landmarks": 40, "max_iter": 3},
-    "icf": {"max_rank": 40},
+SOLVER_OPTIONS = {
+    "exact": Exact(),
+    "randomized": Randomized(tol=1e-10),
+    "sketch": Sketch(dim=60),
+    "nystrom": Nystrom(n_landmarks=40),
+    "fixed_size": FixedSize(n_landmarks=40, max_iter=3),
+    "icf": ICF(max_rank=40),
 }
 
 
-@pytest.mark.parametrize("solver", sorted(SOLVER_PARAMS))
+@pytest.mark.parametrize("solver", sorted(SOLVER_OPTIONS))
 def test_fitted_model_ignores_later_changes_to_the_training_array(solver, data, tmp_path):
     X, new = data
     X = X.copy()
-    model = KernelPCA(3, kernel="rbf", gamma=2.0, solver=solver, random_state=0,
-                      **SOLVER_PARAMS[solver]).fit(X)
+    model = KernelPCA(3, kernel="rbf", gamma=2.0, solver=clone(SOLVER_OPTIONS[solver]),
+                      random_state=0).fit(X)
     before, denoised = model.transform(new), model.denoise(new[:4])
     dkpca.save(model, tmp_path / "model.zarr")
     X[:] = 0  # the caller reuses its buffer
@@ -166,11 +168,11 @@ def test_precomputed_matches_sklearn(lazy, data):
 def test_precomputed_equals_the_named_kernel_for_every_solver(solver, data):
     """Same solver, same seed: the kernel given as a matrix or as a function agree."""
     X, new = data
-    params = {k: v for k, v in SOLVER_PARAMS[solver].items()}
+    options = clone(SOLVER_OPTIONS[solver])
     if solver == "sketch":  # "auto" treats a precomputed kernel as possibly indefinite
-        params["sketch_method"] = "nystrom"
-    named = KernelPCA(3, kernel="rbf", gamma=2.0, solver=solver, random_state=0, **params)
-    given = KernelPCA(3, kernel="precomputed", solver=solver, random_state=0, **params)
+        options.set_params(method="nystrom")
+    named = KernelPCA(3, kernel="rbf", gamma=2.0, solver=options, random_state=0)
+    given = KernelPCA(3, kernel="precomputed", solver=clone(options), random_state=0)
     named.fit(X)
     given.fit(rbf_kernel(X, gamma=2.0))
     np.testing.assert_allclose(given.eigenvalues_, named.eigenvalues_, rtol=1e-8)
@@ -184,10 +186,10 @@ def test_precomputed_refuses_what_needs_an_input_space(data):
     with pytest.raises(ValueError, match="Cannot fit_inverse_transform"):
         KernelPCA(2, kernel="precomputed", fit_inverse_transform=True).fit(K)
     with pytest.raises(ValueError, match="input space"):
-        KernelPCA(2, kernel="precomputed", solver="fixed_size", n_landmarks=10).fit(K)
+        KernelPCA(2, kernel="precomputed", solver=FixedSize(n_landmarks=10)).fit(K)
     with pytest.raises(ValueError, match="sampling='kmeans'.*input space"):
-        KernelPCA(2, kernel="precomputed", solver="nystrom", sampling="kmeans",
-                  n_landmarks=10).fit(K)
+        KernelPCA(2, kernel="precomputed",
+                  solver=Nystrom(sampling="kmeans", n_landmarks=10)).fit(K)
     model = KernelPCA(2, kernel="precomputed").fit(K)
     with pytest.raises(ValueError, match="input space"):
         model.inverse_transform(np.zeros((1, 2)))
@@ -224,9 +226,9 @@ def test_sparse_fit_equals_dense_fit(solver, container, data):
         X = da.from_array(S, chunks=(40, -1), asarray=False)
     else:
         X = container(S)
-    params = {k: v for k, v in SOLVER_PARAMS[solver].items()}
-    sparse_fit = KernelPCA(3, kernel="rbf", gamma=0.5, solver=solver, random_state=0, **params)
-    dense_fit = KernelPCA(3, kernel="rbf", gamma=0.5, solver=solver, random_state=0, **params)
+    options = SOLVER_OPTIONS[solver]
+    sparse_fit = KernelPCA(3, kernel="rbf", gamma=0.5, solver=clone(options), random_state=0)
+    dense_fit = KernelPCA(3, kernel="rbf", gamma=0.5, solver=clone(options), random_state=0)
     scores = sparse_fit.fit_transform(X)
     dense_scores = dense_fit.fit_transform(dense)
     np.testing.assert_allclose(sparse_fit.eigenvalues_, dense_fit.eigenvalues_, rtol=1e-8)
@@ -286,8 +288,8 @@ RANK_TWO = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.1], [3.0, 2.9], [4.0, 4.0]]
 @pytest.mark.parametrize("solver", ["exact", "randomized", "nystrom"])
 def test_width_is_what_was_asked_for(solver):
     """Linear kernel on rank-2 data: the third component has a zero eigenvalue."""
-    params = {"n_landmarks": 5} if solver == "nystrom" else {}
-    model = KernelPCA(3, kernel="linear", solver=solver, random_state=0, **params)
+    options = Nystrom(n_landmarks=5) if solver == "nystrom" else solver
+    model = KernelPCA(3, kernel="linear", solver=options, random_state=0)
     scores = model.fit_transform(RANK_TWO)  # no warning: the width asked for (pyproject)
     assert scores.shape == (5, 3) and model.transform(RANK_TWO).shape == (5, 3)
     assert model.eigenvalues_[2] == 0 and np.all(scores[:, 2] == 0)

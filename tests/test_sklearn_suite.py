@@ -19,6 +19,7 @@ import sklearn.decomposition
 from _sklearn_suites import suite_namespace
 
 import dkpca
+from dkpca.options import Randomized
 
 SUITE = Path(sklearn.__file__).parent / "decomposition" / "tests" / "test_kernel_pca.py"
 
@@ -66,16 +67,18 @@ def mapped_kernel_pca(
 ) -> dkpca.KernelPCA:
     """``sklearn.decomposition.KernelPCA``'s signature, building a dkpca.KernelPCA.
 
-    ``tol=0`` is scikit-learn's "solver default"; ``iterated_power`` and ``n_jobs`` have no
-    counterpart (dask sets the parallelism; the Krylov solver stops on ``tol``).
+    ``tol`` and ``max_iter`` go to the randomized solver's options (scikit-learn's arpack and
+    randomized solvers); ``tol=0`` is scikit-learn's "solver default". ``iterated_power`` and
+    ``n_jobs`` have no counterpart (dask sets the parallelism; the Krylov solver stops on
+    ``tol``).
     """
-    if tol:
-        params["tol"] = tol
-    elif eigen_solver == "arpack":  # tol=0: ARPACK's machine precision
-        params["tol"] = ARPACK_TOL
-    return dkpca.KernelPCA(
-        n_components, kernel=kernel, solver=SOLVERS[eigen_solver], max_iter=max_iter, **params
-    )
+    solver: Any = SOLVERS[eigen_solver]
+    if solver == "randomized":
+        default = Randomized()
+        if not tol:  # arpack's machine precision, or our solver's default
+            tol = ARPACK_TOL if eigen_solver == "arpack" else default.tol
+        solver = Randomized(tol=tol, max_iter=max_iter or default.max_iter)
+    return dkpca.KernelPCA(n_components, kernel=kernel, solver=solver, **params)
 
 
 globals().update(suite_namespace(SUITE, "KernelPCA", mapped_kernel_pca, DELIBERATE))

@@ -18,9 +18,10 @@ from sklearn.datasets import make_classification
 from sklearn.preprocessing import KernelCenterer, StandardScaler
 
 from dkpca import KernelPCA
-from dkpca._kernel_solvers import RANDOMIZED_MAX_ITER, resolve_cache_dtype
+from dkpca._kernel_solvers import resolve_cache_dtype
 from dkpca.blocked import center_columns
 from dkpca.kernels import RBF, Linear, Polynomial, Sigmoid
+from dkpca.options import Randomized
 from dkpca.tiles import (
     StoredTile,
     balanced_tile_rows,
@@ -172,10 +173,11 @@ def _float32_matches_exact(n: int, d: int, gamma_d: float, unscaled: bool) -> No
     for cache_dtype in ("auto", "float64"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # K ~ I: may stop at max_iter
-            kp = KernelPCA(10, gamma=gamma, solver="randomized", cache_dtype=cache_dtype,
-                           max_iter=40, random_state=0)
+            kp = KernelPCA(10, gamma=gamma,
+                           solver=Randomized(cache_dtype=cache_dtype, max_iter=40),
+                           random_state=0)
             fits[cache_dtype] = kp.fit(X)
-    assert resolve_cache_dtype(fits["auto"], X.dtype) == np.float32  # the default
+    assert resolve_cache_dtype(fits["auto"].solver, X.dtype) == np.float32  # the default
     # Storage alone: the same iteration on float64 tiles.
     np.testing.assert_allclose(fits["auto"].eigenvalues_, fits["float64"].eigenvalues_,
                                rtol=2e-7)
@@ -210,16 +212,16 @@ def test_float32_cache_keeps_eigenvalues(d, gamma_d, unscaled, request):
 
 
 def test_cache_dtype_resolution():
-    assert resolve_cache_dtype(KernelPCA(3), np.dtype("float64")) == np.float32
-    assert resolve_cache_dtype(KernelPCA(3, tol=1e-9), np.dtype("float64")) == np.float64
-    assert resolve_cache_dtype(KernelPCA(3, tol=1e-9), np.dtype("float32")) == np.float32
-    explicit = KernelPCA(3, cache_dtype="float64")
+    assert resolve_cache_dtype(Randomized(), np.dtype("float64")) == np.float32
+    assert resolve_cache_dtype(Randomized(tol=1e-9), np.dtype("float64")) == np.float64
+    assert resolve_cache_dtype(Randomized(tol=1e-9), np.dtype("float32")) == np.float32
+    explicit = Randomized(cache_dtype="float64")
     assert resolve_cache_dtype(explicit, np.dtype("float32")) == np.float64
 
 
 @pytest.mark.parametrize("cache_dtype", ["float32", "float64"])
 def test_streamed_and_cached_agree(digits, cache_dtype):
-    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": cache_dtype}
+    kwargs = {"solver": Randomized(cache_dtype=cache_dtype), "random_state": 0}
     cached = KernelPCA(5, **kwargs).fit(digits)
     streamed = KernelPCA(5, max_memory=1000, **kwargs).fit(digits)
     rtol = 1e-10 if cache_dtype == "float64" else 1e-6
@@ -236,13 +238,13 @@ def test_flat_spectrum_converges_within_the_default_passes():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # no "stopped after max_iter" warning
         kp = KernelPCA(10, solver="randomized", random_state=0).fit(X)
-    assert kp.n_iter_ < RANDOMIZED_MAX_ITER
+    assert kp.n_iter_ < Randomized().max_iter
     reference = _exact_top(kp.kernel_.pairwise(X), 10)
     np.testing.assert_allclose(kp.eigenvalues_, reference, rtol=1e-6)
     # A narrow block (the former default, k + 10 columns) needs more passes on the same data.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        narrow = KernelPCA(10, solver="randomized", n_oversamples=10, random_state=0).fit(X)
+        narrow = KernelPCA(10, solver=Randomized(n_oversamples=10), random_state=0).fit(X)
     assert narrow.n_iter_ > kp.n_iter_
 
 
@@ -294,7 +296,7 @@ def test_tiles_stay_on_the_workers(process_client, caplog):
     # The client holds the data, O(n b) blocks and the Krylov basis; the tiles (about 500 MB
     # in float32) live in the worker processes.
     X = np.random.default_rng(0).normal(size=(16_000, 16))
-    kwargs = {"solver": "randomized", "random_state": 0, "n_oversamples": 5}
+    kwargs = {"solver": Randomized(n_oversamples=5), "random_state": 0}
     KernelPCA(3, **kwargs).fit(X[:3000])  # first use: imports, buffers, allocator arenas
     with caplog.at_level(logging.INFO, logger="dkpca.tiles"), PeakRSS() as rss:
         on_cluster = KernelPCA(3, **kwargs).fit(X)
@@ -313,7 +315,7 @@ def test_tiles_stay_on_the_workers(process_client, caplog):
 @pytest.mark.distributed
 def test_cluster_and_threads_give_the_same_float64_result(process_client):
     X = np.random.default_rng(1).normal(size=(5_000, 16))
-    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": "float64"}
+    kwargs = {"solver": Randomized(cache_dtype="float64"), "random_state": 0}
     on_cluster = KernelPCA(4, **kwargs).fit(X)
     with _threads():
         threaded = KernelPCA(4, **kwargs).fit(X)
@@ -343,7 +345,7 @@ def test_auto_max_memory_counts_the_workers_memory(process_client, caplog):
     assert cached_kernel_bytes(n, 4, 128 * 2**20) > budget
     X = da.from_array(np.random.default_rng(1).normal(size=(n, 2)), chunks=(10_000, -1))
     with caplog.at_level(logging.INFO, logger="dkpca.solvers.randomized"):
-        kp = KernelPCA(2, solver="randomized", random_state=0, tol=1e-2, max_iter=2)
+        kp = KernelPCA(2, solver=Randomized(tol=1e-2, max_iter=2), random_state=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # max_iter=2: not converged
             kp.fit(X)
@@ -414,7 +416,7 @@ def test_in_memory_data_is_sent_once_never_inside_a_graph(process_client, caplog
     with (dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MiB"}),
           warnings.catch_warnings()):
         warnings.filterwarnings("error", message=".*large graph.*")
-        model = KernelPCA(3, solver="randomized", random_state=0, n_oversamples=5).fit(X)
+        model = KernelPCA(3, solver=Randomized(n_oversamples=5), random_state=0).fit(X)
     assert model.n_iter_ > 1
 
 
@@ -424,7 +426,7 @@ def test_any_layout_of_holders_gives_the_threaded_result(dtype):
     import dask
 
     X = np.random.default_rng(2).normal(size=(4_000, 10))
-    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": dtype,
+    kwargs = {"solver": Randomized(cache_dtype=dtype), "random_state": 0,
               "block_size": 500 * 500 * 8}
     with dask.config.set(scheduler="threads", num_workers=2):
         threaded = KernelPCA(5, **kwargs).fit(X)
@@ -487,7 +489,7 @@ def test_reused_buffers_give_the_same_numbers(dtype):
 @pytest.mark.distributed
 def test_ten_consecutive_fits_on_two_worker_processes(process_client):
     X = np.random.default_rng(4).normal(size=(8_000, 16))
-    kwargs = {"solver": "randomized", "random_state": 0, "cache_dtype": "float64"}
+    kwargs = {"solver": Randomized(cache_dtype="float64"), "random_state": 0}
     reference = KernelPCA(5, **kwargs).fit(X)
     for _ in range(10):
         again = KernelPCA(5, **kwargs).fit(X)

@@ -9,6 +9,7 @@ import pytest
 import xarray as xr
 
 import dkpca
+from dkpca.options import Nystrom
 from dkpca.xarray import FieldModel
 
 N_MONTHS = 60
@@ -39,8 +40,8 @@ def weighted_rows(field: xr.DataArray) -> np.ndarray:
 
 ESTIMATORS = {
     "pca": lambda field: dkpca.PCA(n_components=3),
-    "nystrom": lambda field: dkpca.KernelPCA(3, kernel="rbf", gamma=0.02, solver="nystrom",
-                                             landmarks=weighted_rows(field)[::3]),
+    "nystrom": lambda field: dkpca.KernelPCA(
+        3, kernel="rbf", gamma=0.02, solver=Nystrom(landmarks=weighted_rows(field)[::3])),
 }
 
 

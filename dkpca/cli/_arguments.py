@@ -159,25 +159,8 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-memory", default="auto",
                        help="memory the kernel may take, e.g. 8GiB (default: auto: for the "
                             "randomized solver's cached tiles, the workers' free memory)")
-    group.add_argument("--cache-dtype", default=_default("cache_dtype"),
-                       choices=_choices("cache_dtype"),
-                       help="randomized: precision of the kernel tiles (products are "
-                            "accumulated in float64)")
-    group.add_argument("--n-landmarks", type=_positive_int, default=None,
-                       help="nystrom, fixed_size: landmarks (default: min(n, 1000))")
-    group.add_argument("--sampling", default=_default("sampling"), choices=_choices("sampling"),
-                       help="nystrom: how landmarks are chosen")
-    group.add_argument("--selection", default=_default("selection"), choices=_choices("selection"),
-                       help="fixed_size: FS2 (k-means start) or FS (random start)")
-    group.add_argument("--icf-tol", type=float, default=None,
-                       help="icf: stop when the residual trace is below this "
-                            "(default: 1e-3 of the kernel's trace)")
-    group.add_argument("--max-rank", type=_positive_int, default=None,
-                       help="icf: most pivots (default: min(n, 1000))")
-    group.add_argument("--sketch", default=_default("sketch"), choices=_choices("sketch"),
-                       help="sketch: the dot-product preserving transform")
-    group.add_argument("--sketch-dim", type=_positive_int, default=None,
-                       help="sketch: its dimension q")
+    for flag, (solvers, param, text) in SOLVER_FLAGS.items():
+        _solver_option(group, flag, solvers, param, text)
     group.add_argument("--preimage", default=_default("preimage"), choices=_choices("preimage"),
                        help="pre-images for denoise: fixed-point (RBF) or learned (any kernel)")
     group.add_argument("--fit-inverse-transform", action="store_true",
@@ -186,8 +169,52 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
                        help="ridge penalty of the learned pre-image (default: %(default)s)")
 
 
+#: The solver options the command offers: ``flag: (solvers, parameter, help)``, the
+#: parameter being that of the solvers' :mod:`dkpca.options` classes (the first one's
+#: constraints and default). ``fields --method pca`` also reads ``--sketch``/``--sketch-dim``.
+SOLVER_FLAGS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "--cache-dtype": (("randomized",), "cache_dtype",
+                      ("randomized: precision of the kernel tiles (products are accumulated in "
+                      "float64)")),
+    "--n-landmarks": (("nystrom", "fixed_size"), "n_landmarks",
+                      "nystrom, fixed_size: landmarks (default: min(n, 1000))"),
+    "--sampling": (("nystrom",), "sampling", "nystrom: how landmarks are chosen"),
+    "--selection": (("fixed_size",), "selection",
+                    "fixed_size: FS2 (k-means start) or FS (random start)"),
+    "--icf-tol": (("icf",), "tol",
+                  ("icf: stop when the residual trace is below this (default: 1e-3 of the "
+                  "kernel's trace)")),
+    "--max-rank": (("icf",), "max_rank", "icf: most pivots (default: min(n, 1000))"),
+    "--sketch": (("sketch",), "kind", "sketch: the dot-product preserving transform"),
+    "--sketch-dim": (("sketch",), "dim", "sketch: its dimension q"),
+}
+
+
+def _solver_option(group: Any, flag: str, solvers: tuple[str, ...], param: str,
+                   text: str) -> None:
+    """Add ``flag``: its type or choices from the options class's constraint, its default shown.
+
+    The value is ``None`` unless given, so that a flag the chosen solver does not take is
+    refused rather than ignored (:func:`dkpca.cli._shared.solver_from_args`).
+    """
+    from dkpca.options import SOLVERS
+
+    cls = SOLVERS[solvers[0]]
+    constraints = cls._parameter_constraints[param]
+    default = cls().get_params()[param]
+    kinds = [c for c in constraints if c is not None]
+    choices = sorted(kinds[0].values) if hasattr(kinds[0], "values") else None
+    if choices is not None and default in choices:
+        choices = [default, *(c for c in choices if c != default)]
+    value_type = None
+    if choices is None:
+        value_type = _positive_int if kinds[0].kind == "int" else _positive_float
+    shown = "" if default is None or "default:" in text else f" (default: {default})"
+    group.add_argument(flag, type=value_type, choices=choices, default=None, help=text + shown)
+
+
 def _choices(param: str) -> list[str]:
-    """Return the values :class:`~dkpca.KernelPCA` accepts for ``param`` (default first).
+    """Return the values :class:`~dkpca.KernelPCA` accepts by name for ``param`` (default first).
 
     Read from the estimator's parameter constraints, so the command offers exactly what the
     library fits (``tests/test_cli.py`` checks every option against them).

@@ -184,6 +184,7 @@ def _transform(args: argparse.Namespace) -> str:
 
 
 def _denoise(args: argparse.Namespace) -> str:
+    from dkpca.options import preimage_options
     from dkpca.preimage import unconverged_message
 
     check_outputs(args, {"--out": args.out})
@@ -197,7 +198,8 @@ def _denoise(args: argparse.Namespace) -> str:
     method = model._preimage_method()
     elapsed, missed = write_rows(args, model, array, "X", denoised, "feature",
                                   {"preimage": method}, {}, along=missed)
-    unconverged = unconverged_message(int(missed or 0), X.shape[0], model.preimage_max_iter)
+    unconverged = unconverged_message(int(missed or 0), X.shape[0],
+                                      preimage_options(model.preimage).max_iter)
     return (f"denoised {X.shape[0]} x {X.shape[1]} with {model.n_components_} components "
             f"({method} pre-images) in {elapsed:.1f} s"
             f"{'; ' + unconverged if unconverged else ''}; output: {args.out}")

@@ -35,8 +35,9 @@ def _estimator(args: argparse.Namespace) -> Any:
         raise UsageError(f"--solver {args.solver} is a kernel PCA solver (--method kpca); "
                          f"--method pca takes --solver {' or '.join(PCA_SOLVERS)}")
     model = PCA(n_components=args.n_components, solver=args.solver, whiten=args.whiten,
-                min_relative_eigenvalue=args.min_relative_eigenvalue, sketch=args.sketch,
-                sketch_dim=args.sketch_dim, random_state=args.random_state)
+                min_relative_eigenvalue=args.min_relative_eigenvalue,
+                sketch=args.sketch or PCA().sketch, sketch_dim=args.sketch_dim,
+                random_state=args.random_state)
     validate_params(model.get_params(), model._parameter_constraints, "PCA")  # as fit would
     return model
 

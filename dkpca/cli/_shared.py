@@ -85,22 +85,49 @@ def kernel_pca(args: argparse.Namespace) -> Any:
     such as ``--gamma`` with ``--sigma2``), made here so that a mistake is reported before
     the cluster starts.
     """
-    from dkpca._validation import validate_params
     from dkpca.decomposition import KernelPCA
 
     model = KernelPCA(
         args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
-        degree=args.degree, coef0=args.coef0, solver=args.solver,
+        degree=args.degree, coef0=args.coef0, solver=solver_from_args(args),
         min_relative_eigenvalue=args.min_relative_eigenvalue, random_state=args.random_state,
-        max_memory=args.max_memory, cache_dtype=args.cache_dtype, n_landmarks=args.n_landmarks,
-        sampling=args.sampling, sketch=args.sketch, sketch_dim=args.sketch_dim,
-        selection=args.selection, icf_tol=args.icf_tol, max_rank=args.max_rank,
-        preimage=args.preimage, fit_inverse_transform=args.fit_inverse_transform,
-        alpha=args.alpha,
+        max_memory=args.max_memory, preimage=args.preimage,
+        fit_inverse_transform=args.fit_inverse_transform, alpha=args.alpha,
     )
-    validate_params(model.get_params(), model._parameter_constraints, "KernelPCA")
+    model._validate_params()
     model._resolve_kernel(1)  # n_features only fills in the default gamma; nothing checks it
     return model
+
+
+def solver_from_args(args: argparse.Namespace) -> Any:
+    """Return ``--solver`` with the solver options given: a name, or a :mod:`dkpca.options` object.
+
+    A solver option that the chosen solver does not take (``--n-landmarks`` with
+    ``--solver randomized``, or any with ``--solver auto``, which decides the solver later)
+    is refused rather than ignored.
+
+    Examples
+    --------
+    >>> from argparse import Namespace
+    >>> from dkpca.cli._arguments import SOLVER_FLAGS
+    >>> args = Namespace(solver="nystrom", **{f[2:].replace("-", "_"): None for f in SOLVER_FLAGS})
+    >>> args.n_landmarks = 50
+    >>> solver_from_args(args)
+    Nystrom(n_landmarks=50)
+    """
+    from dkpca.cli._arguments import SOLVER_FLAGS
+    from dkpca.options import SOLVERS
+
+    options = {}
+    for flag, (solvers, param, _) in SOLVER_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is None:
+            continue
+        if args.solver not in solvers:
+            raise UsageError(f"{flag} applies to --solver {' or '.join(solvers)}, not "
+                             f"--solver {args.solver}")
+        options[param] = value
+    return args.solver if args.solver == "auto" else SOLVERS[args.solver](**options)
 
 
 def check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:

@@ -27,13 +27,23 @@ KMEANS_POINTS_PER_LANDMARK = 20
 
 
 def sampling_probabilities(
-    kernel: Kernel, X: da.Array, sampling: str, *, block_bytes: int
+    kernel: Kernel, X: da.Array, sampling: str, *, block_bytes: int, owner: str = "KernelPCA"
 ) -> np.ndarray | None:
     """Return the selection probabilities of the samples; ``None`` for uniform sampling.
 
     ``"diagonal"``: ``p_i ∝ k(x_i, x_i)²`` (Kumar et al. 2012; the tutorial's eq. (64) prints a
     row sum in the denominator, which does not normalise). ``"column_norm"`` (eq. 65):
     ``p_i ∝ Σ_j k(x_i, x_j)²``, one blocked pass over the kernel.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array, (n, d)
+    sampling : {"uniform", "diagonal", "column_norm", "kmeans"}
+    block_bytes : int
+        Memory for one kernel tile (``"column_norm"``).
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Examples
     --------
@@ -56,7 +66,7 @@ def sampling_probabilities(
     total = weights.sum()
     if not np.isfinite(total) or total <= 0:
         raise ValueError(
-            f"KernelPCA: {sampling} sampling needs finite, not all zero kernel values; "
+            f"{owner}: {sampling} sampling needs finite, not all zero kernel values; "
             f"check X for NaN or use sampling='uniform'."
         )
     return weights / total
@@ -98,11 +108,24 @@ def select_landmarks(
     *,
     rng: np.random.Generator,
     block_bytes: int,
+    owner: str = "KernelPCA",
 ) -> np.ndarray:
     """Choose ``n_landmarks`` landmarks among (or, for k-means, from) the rows of ``X``.
 
     Returns an ``(n_landmarks, d)`` numpy array (a CSR matrix for sparse data): distinct
     sampled rows in index order, or the k-means centroids of a uniform subsample.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array, (n, d)
+    n_landmarks : int
+    sampling : {"uniform", "diagonal", "column_norm", "kmeans"}
+    rng : numpy Generator
+    block_bytes : int
+        Memory for one kernel tile.
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Examples
     --------
@@ -117,10 +140,11 @@ def select_landmarks(
     if sampling == "kmeans":
         centroids, _, _ = kmeans_sample(X, n_landmarks, rng)
         return centroids
-    p = sampling_probabilities(kernel, X, sampling, block_bytes=worker_block_bytes(block_bytes))
+    p = sampling_probabilities(kernel, X, sampling, block_bytes=worker_block_bytes(block_bytes),
+                               owner=owner)
     if p is not None and np.count_nonzero(p) < n_landmarks:
         raise ValueError(
-            f"KernelPCA: only {np.count_nonzero(p)} samples have a nonzero {sampling} "
+            f"{owner}: only {np.count_nonzero(p)} samples have a nonzero {sampling} "
             f"probability, fewer than n_landmarks={n_landmarks}"
         )
     index = np.sort(rng.choice(n, size=n_landmarks, replace=False, p=p))

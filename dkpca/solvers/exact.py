@@ -27,6 +27,7 @@ def fit_exact(
     *,
     block_bytes: int,
     basis_data: np.ndarray | da.Array | None = None,
+    owner: str = "KernelPCA",
 ) -> tuple[KernelBasis, np.ndarray]:
     """Exact kernel PCA.
 
@@ -46,6 +47,8 @@ def fit_exact(
     basis_data : array, optional
         What the fitted basis keeps as training data (default ``X``); the estimator passes the
         user's numpy array so that transforms of numpy input stay cheap.
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -68,7 +71,7 @@ def fit_exact(
     """
     K, row_sums = gather_kernel(kernel, X, block_bytes=block_bytes)
     row_means = row_sums / K.shape[0]
-    check_finite_kernel(row_means, X, "KernelPCA")
+    check_finite_kernel(row_means, X, owner)
     center_kernel_inplace(K, row_means, float(row_means.mean()))
     total = float(np.trace(K, dtype=np.float64))
     k = None if rule.needs_full_spectrum else rule.count
@@ -85,6 +88,6 @@ def fit_exact(
         total,
         rule,
         block_bytes,
-        "KernelPCA",
+        owner,
         zero_ratio,
     )

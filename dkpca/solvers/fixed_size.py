@@ -250,6 +250,7 @@ def select_fixed_size(
     gamma: float | None = None,
     tol: float = 1e-4,
     max_iter: int = 50,
+    owner: str = "KernelPCA",
 ) -> FixedSizeResult:
     """Choose ``n_landmarks`` rows of ``X`` that maximise the working set's Renyi entropy.
 
@@ -268,6 +269,8 @@ def select_fixed_size(
         Stop when an iteration raises the entropy by less than this fraction.
     max_iter : int, default=50
         Most iterations (candidate batches).
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -300,7 +303,7 @@ def select_fixed_size(
     if gamma is None:
         variance = float(np.var(sample, axis=0, dtype=np.float64).mean())
         if not np.isfinite(variance) or variance <= 0:
-            raise ValueError("KernelPCA: fixed-size selection needs finite, not all equal rows.")
+            raise ValueError(f"{owner}: fixed-size selection needs finite, not all equal rows.")
         gamma = parzen_gamma(variance, n_landmarks, d)
     working = _WorkingSet(RBF(gamma=gamma), rows, index)
     trace, swaps = [working.entropy], 0

@@ -103,7 +103,7 @@ def _kernel_moments(
 
 def landmark_statistics(
     kernel: Kernel, X: da.Array, landmarks: np.ndarray, *, block_bytes: int,
-    landmark_kernel: np.ndarray | None = None,
+    landmark_kernel: np.ndarray | None = None, owner: str = "KernelPCA",
 ) -> RowStatistics:
     """One pass over ``X``: the count, mean and scatter of ``k(x, L)``, and ``Σ k(x, x)``.
 
@@ -120,6 +120,8 @@ def landmark_statistics(
         Memory for one strip of ``K(X, L)`` inside a task.
     landmark_kernel : (m, m) float64 array, optional
         ``K(L, L)``, when the caller has it (evaluated here otherwise).
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -153,7 +155,7 @@ def landmark_statistics(
     ]
     (moments,) = compute(tree_sum(parts))
     if not np.isfinite(moments).all():
-        raise ValueError("KernelPCA: X contains NaN or infinity (or the kernel overflowed).")
+        raise ValueError(f"{owner}: X contains NaN or infinity (or the kernel overflowed).")
     return RowStatistics.from_moments(moments[: m + 1], shift, n, diagonal_sum=moments[m + 1, 0])
 
 
@@ -191,6 +193,7 @@ def fit_nystrom(
     block_bytes: int,
     method: str = "feature_map",
     feature_map: np.ndarray | None = None,
+    owner: str = "KernelPCA",
 ) -> tuple[KernelBasis, RowStatistics | None]:
     """Nyström kernel PCA with the given landmarks.
 
@@ -208,6 +211,8 @@ def fit_nystrom(
         ``R`` with ``R Rᵀ = K_LL⁺``, so that ``φ(x) = k(x, L) R``; by default
         :func:`inverse_sqrt` of ``K_LL``. Any such ``R`` gives the same kernel PCA (incomplete
         Cholesky passes ``L⁻ᵀ``).
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -252,13 +257,13 @@ def fit_nystrom(
         (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
         K_LL = _landmark_kernel(kernel, landmarks)
         basis = _fit_extension(kernel, landmarks, K_LL, X.shape[0], float(diagonal_sum), rule,
-                               block_bytes)
+                               block_bytes, owner)
         return basis, None
     K_LL = _landmark_kernel(kernel, landmarks)  # once: the shift and the feature map
     statistics = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes,
-                                     landmark_kernel=K_LL)
+                                     landmark_kernel=K_LL, owner=owner)
     basis = nystrom_basis(kernel, landmarks, statistics, rule, block_bytes=block_bytes,
-                          feature_map=feature_map, landmark_kernel=K_LL)
+                          feature_map=feature_map, landmark_kernel=K_LL, owner=owner)
     return basis, statistics
 
 
@@ -284,6 +289,7 @@ def nystrom_basis(
     block_bytes: int,
     feature_map: np.ndarray | None = None,
     landmark_kernel: np.ndarray | None = None,
+    owner: str = "KernelPCA",
 ) -> KernelBasis:
     """Nyström kernel PCA from the :func:`landmark_statistics` of the training rows.
 
@@ -303,6 +309,8 @@ def nystrom_basis(
         As in :func:`fit_nystrom`.
     landmark_kernel : (m, m) float64 array, optional
         ``K(L, L)``, when the caller has it (evaluated here otherwise).
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -334,7 +342,7 @@ def nystrom_basis(
     # approximation's |mean φ|²: explained_variance_ratio_ shares are of the real variance.
     total_variance = statistics.diagonal_sum - n * float(mean @ mean)
     count = rule.select(eigenvalues, total_variance)
-    keep = positive_part(eigenvalues[:count], rule, "KernelPCA")
+    keep = positive_part(eigenvalues[:count], rule, owner)
     # A rank-deficient K_LL leaves fewer features than the count asked for: zero columns too.
     values, U = zero_padded(
         eigenvalues[:keep], flip_signs(U[:, :keep]), rule.count if rule.keep_zero else keep
@@ -361,6 +369,7 @@ def _fit_extension(
     diagonal_sum: float,
     rule: ComponentRule,
     block_bytes: int,
+    owner: str,
 ) -> KernelBasis:
     """Eqs. (62)–(63) on the landmark-centred kernel, as a KernelBasis."""
     m = K_LL.shape[0]
@@ -372,7 +381,7 @@ def _fit_extension(
     eigenvalues = values * n / m  # eq. (62)
     total_variance = diagonal_sum - n * float(row_means.mean())
     count = rule.select(eigenvalues, total_variance)
-    keep = positive_part(eigenvalues[:count], rule, "KernelPCA")
+    keep = positive_part(eigenvalues[:count], rule, owner)
     vectors = flip_signs(vectors[:, :keep])
     # Scores of x: k_c(x, L) u / sqrt(λ_L) (the landmarks' kernel PCA), centred on L.
     kept, coef = zero_padded(eigenvalues[:keep],

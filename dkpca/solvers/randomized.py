@@ -91,9 +91,9 @@ class _CenteredKernelOperator:
 
     def __init__(
         self, kernel: Kernel, X: da.Array, *, block_bytes: int, max_memory: int, dtype: np.dtype,
-        source: np.ndarray | da.Array | None = None,
+        source: np.ndarray | da.Array | None = None, owner: str = "KernelPCA",
     ):
-        self.kernel, self.X, self.dtype = kernel, X, dtype
+        self.kernel, self.X, self.dtype, self.owner = kernel, X, dtype, owner
         self.n_passes = 0
         self.pass_seconds: list[float] = []
         n = X.shape[0]
@@ -103,7 +103,7 @@ class _CenteredKernelOperator:
                                  cached=cached)
         if cached:
             self.row_means: np.ndarray | None = self.tiles.row_sums / n
-            check_finite_kernel(self.row_means, X, "KernelPCA")
+            check_finite_kernel(self.row_means, X, owner)
             self.diagonal_sum = self.tiles.trace
         else:
             self.row_means = None
@@ -123,7 +123,7 @@ class _CenteredKernelOperator:
             n = Q.shape[0]
             W = self.tiles.matmul(xp.hstack([Q, xp.full((n, 1), 1.0 / n)]))
             self.row_means = to_host(W[:, -1]).copy()
-            check_finite_kernel(self.row_means, self.X, "KernelPCA")
+            check_finite_kernel(self.row_means, self.X, self.owner)
             W = W[:, :-1]
         else:
             W = self.tiles.matmul(Q)
@@ -157,6 +157,7 @@ def fit_randomized(
     tol: float = 1e-6,
     max_iter: int = 30,
     basis_data: np.ndarray | da.Array | None = None,
+    owner: str = "KernelPCA",
 ) -> tuple[KernelBasis, np.ndarray, KrylovResult]:
     """Randomized kernel PCA by block Krylov iteration.
 
@@ -189,6 +190,8 @@ def fit_randomized(
         Relative residual tolerance, maximum passes.
     basis_data : array, optional
         What the fitted basis keeps as training data (default ``X``).
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -226,12 +229,13 @@ def fit_randomized(
     """
     n = X.shape[0]
     dtype = storage_dtype(X, cache_dtype)
-    check_kernel_device(kernel, "KernelPCA")
+    check_kernel_device(kernel, owner)
     tile_bytes, cache_bytes = device_limits(block_bytes, max_memory, X.nbytes)
     in_memory = basis_data if (isinstance(basis_data, np.ndarray) and basis_data.shape == X.shape
                                and basis_data.dtype == X.dtype) else None
     operator = _CenteredKernelOperator(
-        kernel, X, block_bytes=tile_bytes, max_memory=cache_bytes, dtype=dtype, source=in_memory
+        kernel, X, block_bytes=tile_bytes, max_memory=cache_bytes, dtype=dtype, source=in_memory,
+        owner=owner,
     )
     rng = np.random.default_rng(seed)
     # Holders in this process on a GPU: the Krylov basis lives on the GPU beside the tiles.
@@ -250,9 +254,9 @@ def fit_randomized(
         k *= 2
     if not result.converged:
         warnings.warn(
-            f"KernelPCA: the randomized solver stopped after {result.n_passes} passes with "
-            f"relative residual {result.residual:.2g} > tol={tol:g}; raise max_iter or use "
-            f"solver='exact'.",
+            f"{owner}: the randomized solver stopped after {result.n_passes} passes with "
+            f"relative residual {result.residual:.2g} > tol={tol:g}; raise "
+            f"Randomized(max_iter=...) or use solver='exact'.",
             UserWarning,
             stacklevel=3,
         )
@@ -266,7 +270,7 @@ def fit_randomized(
         total,
         rule,
         block_bytes,
-        "KernelPCA",
+        owner,
         FLOAT32_ZERO_RATIO if dtype == np.float32 else ZERO_RATIO,
     )
     return basis, vectors, result

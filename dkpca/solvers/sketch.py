@@ -49,6 +49,7 @@ def fit_sketch(
     method: str = "covariance",
     refine: bool = False,
     basis_data: np.ndarray | da.Array | None = None,
+    owner: str = "KernelPCA",
 ) -> tuple[KernelBasis, np.ndarray]:
     """Approximate kernel PCA from a ``sketch.sketch_dim``-dimensional sketch of the kernel map.
 
@@ -72,6 +73,8 @@ def fit_sketch(
         subspace and nearly equal eigenvalues no longer mix their eigenvectors.
     basis_data : array, optional
         What the fitted basis keeps of the training data (``X`` by default).
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -100,7 +103,7 @@ def fit_sketch(
     >>> vectors.shape, bool(np.allclose(vectors.T @ vectors, np.eye(2)))
     ((60, 2), True)
     """
-    check_kernel_device(kernel, "KernelPCA")
+    check_kernel_device(kernel, owner)
     n, q = X.shape[0], sketch.sketch_dim
     W = sketch.matrix(n)
     W -= W.mean(axis=0)  # H W: the sketch of the centred kernel map, K_c W = H K (H W)
@@ -108,7 +111,7 @@ def fit_sketch(
         kernel, X, np.hstack([W, np.full((n, 1), 1.0 / n)]), block_bytes=block_bytes
     )
     row_means = np.asarray(image[:, -1], dtype=np.float64)  # the 1/n column: K's row means
-    check_finite_kernel(row_means, X, "KernelPCA")
+    check_finite_kernel(row_means, X, owner)
     Y = np.array(image[:, :-1], dtype=np.float64)
     center_columns(Y)  # Y = K_c W = Zᵀ
     (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
@@ -148,7 +151,7 @@ def fit_sketch(
         total_variance,
         rule,
         block_bytes,
-        "KernelPCA",
+        owner,
     )
 
 

@@ -327,8 +327,8 @@ class FieldModel:
         pass); ``scores_.where(scores_.n_samples_seen == model.n_samples_)`` keeps those of
         the current model.
 
-        *Landmarks.* ``KernelPCA(landmarks=...)`` takes rows of the estimator's matrix: the
-        kept grid points, weighted. By default the first call chooses the landmarks among its
+        *Landmarks.* ``KernelPCA(solver=Nystrom(landmarks=...))`` takes rows of the
+        estimator's matrix: the kept grid points, weighted. By default the first call chooses the landmarks among its
         samples, so it should hold enough of them.
 
         *Cost.* Per call, one pass over the new samples to check their NaNs (one compute for
