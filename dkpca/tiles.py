@@ -348,8 +348,12 @@ def _sum_partials(n: int, partials: list[tuple[int, np.ndarray, np.ndarray]]) ->
 
 
 def _lost_errors() -> tuple[type[BaseException], ...]:
-    """Return what a computation raises when a worker it needed died."""
-    errors: list[type[BaseException]] = [concurrent.futures.CancelledError]
+    """Return what a computation raises when a worker it needed died.
+
+    ``TimeoutError`` too: a scatter to a holder whose worker the scheduler has dropped (after
+    a recovery that still saw it alive) waits for it, then raises "No valid workers found".
+    """
+    errors: list[type[BaseException]] = [concurrent.futures.CancelledError, TimeoutError]
     try:
         from distributed.comm import CommClosedError
         from distributed.scheduler import KilledWorker

@@ -409,6 +409,31 @@ def test_products_bypass_the_scheduler_on_a_local_cluster(process_client, monkey
 
 
 @pytest.mark.distributed
+def test_a_scatter_to_a_vanished_worker_is_recovered(process_client, monkeypatch, caplog):
+    # Right after a worker dies, a recovery can still see it in the scheduler's list and keep
+    # its holder there; the next scatter to it then waits and raises "No valid workers found".
+    # That is a lost worker too: recover again and finish the product.
+    import dkpca.tiles
+
+    X = np.random.default_rng(0).normal(size=(600, 8))
+    V = np.random.default_rng(1).normal(size=(600, 3))
+    tiles = cache_kernel_tiles(RBF(gamma=0.1), X, block_bytes=200 * 200 * 8, dtype="float64")
+    expected = tiles.matmul(V)
+    scatter, failures = dkpca.tiles._scatter_to_each, []
+
+    async def vanished_once(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise TimeoutError("No valid workers found")
+        return await scatter(*args, **kwargs)
+
+    monkeypatch.setattr(dkpca.tiles, "_scatter_to_each", vanished_once)
+    with caplog.at_level(logging.WARNING, logger="dkpca.tiles"):
+        np.testing.assert_array_equal(tiles.matmul(V), expected)
+    assert failures and "kernel tiles lost with a worker (TimeoutError" in caplog.text
+
+
+@pytest.mark.distributed
 def test_in_memory_data_is_sent_once_never_inside_a_graph(process_client, caplog):
     import dask
 
