@@ -58,7 +58,7 @@ from .io._views import view_blocks
 from .kernels import Kernel, get_kernel
 from .linear import PCA
 from .options import (
-    FLAT_PARAMETERS,
+    FLAT_NAMES,
     PREIMAGES,
     SOLVERS,
     FixedPoint,
@@ -284,7 +284,7 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         Checked here, before ``__init__``, whose signature scikit-learn reads (it may not
         take ``**kwargs``): the user sees the new place instead of "unexpected keyword".
         """
-        moved = sorted(set(kwargs) & {n for names in FLAT_PARAMETERS.values() for n in names})
+        moved = sorted(FLAT_NAMES.intersection(kwargs))
         if moved:
             raise TypeError(f"KernelPCA: {moved_parameters(moved)}.")
         return super().__new__(cls)

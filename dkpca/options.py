@@ -47,8 +47,10 @@ from .solvers import SAMPLINGS, SELECTIONS
 from .tiles import CACHE_DTYPES
 
 __all__ = [
+    "FLAT_NAMES",
     "FLAT_PARAMETERS",
     "ICF",
+    "OPTIONS",
     "PREIMAGES",
     "SOLVERS",
     "Exact",
@@ -387,6 +389,9 @@ SOLVERS: dict[str, type[SolverOptions]] = {
     cls.name: cls for cls in (Exact, Randomized, Sketch, Nystrom, FixedSize, ICF)
 }
 
+#: Every options class by the name that selects it: the solvers and the fixed-point pre-image.
+OPTIONS: dict[str, type[SolverOptions]] = {**SOLVERS, "fixed_point": FixedPoint}
+
 #: The pre-image methods by name; ``None``: no options of its own.
 PREIMAGES: dict[str, type[SolverOptions] | None] = {
     "auto": None, "fixed_point": FixedPoint, "learned": None,
@@ -443,6 +448,9 @@ FLAT_PARAMETERS: dict[str, dict[str, str]] = {
     "fixed_point": {"preimage_tol": "tol", "preimage_max_iter": "max_iter"},
 }
 
+#: Every flat parameter of model format 3 and older.
+FLAT_NAMES = frozenset(name for names in FLAT_PARAMETERS.values() for name in names)
+
 
 def moved_parameters(names: list[str]) -> str:
     """Say where each of the flat parameters ``names`` went: the options it now belongs to.
@@ -453,10 +461,9 @@ def moved_parameters(names: list[str]) -> str:
     'n_landmarks is now solver=Nystrom(n_landmarks=...) or FixedSize(n_landmarks=...); \
 preimage_max_iter is now preimage=FixedPoint(max_iter=...) (see dkpca.options)'
     """
-    classes: dict[str, type[SolverOptions]] = {**SOLVERS, "fixed_point": FixedPoint}
     hints = []
     for name in names:
-        places = [f"{classes[owner].__name__}({params[name]}=...)"
+        places = [f"{OPTIONS[owner].__name__}({params[name]}=...)"
                   for owner, params in FLAT_PARAMETERS.items() if name in params]
         key = "preimage" if name.startswith("preimage_") else "solver"
         hints.append(f"{name} is now {key}={' or '.join(places)}")

@@ -95,7 +95,7 @@ from dkpca.decomposition import KernelPCA
 from dkpca.io import IncompleteResultError, Location, atomic_group, require_complete
 from dkpca.kernels import Kernel
 from dkpca.linear import PCA
-from dkpca.options import FLAT_PARAMETERS, SOLVERS, FixedPoint, SolverOptions
+from dkpca.options import FLAT_NAMES, FLAT_PARAMETERS, OPTIONS, SolverOptions
 from dkpca.xarray import FieldModel
 from dkpca.xarray._store import read_field, write_field
 
@@ -132,11 +132,8 @@ def _encode_params(model: Any) -> dict[str, Any]:
 
 
 #: The options classes a saved model may name, by class name.
-_OPTIONS: dict[str, type[SolverOptions]] = {
-    cls.__name__: cls for cls in (*SOLVERS.values(), FixedPoint)
-}
+_OPTIONS: dict[str, type[SolverOptions]] = {cls.__name__: cls for cls in OPTIONS.values()}
 
-_LEGACY_NAMES = {old for names in FLAT_PARAMETERS.values() for old in names}
 
 #: What ``"auto"`` ran when it ran an iteration: whose options a format-3 model may have set.
 _AUTO_ITERATIVE = {"solver": "randomized", "preimage": "fixed_point"}
@@ -150,14 +147,13 @@ def _legacy_options(params: dict[str, Any], where: str) -> dict[str, Any]:
     ``"auto"`` the solver that ran cannot be named, so non-default options of its iteration
     are dropped with a warning: they only matter to a refit.
     """
-    legacy = {name: params.pop(name) for name in _LEGACY_NAMES & set(params)}
-    classes = {**SOLVERS, "fixed_point": FixedPoint}
+    legacy = {name: params.pop(name) for name in FLAT_NAMES & set(params)}
     for key, iterative in _AUTO_ITERATIVE.items():
         chosen = params.get(key)
         target = iterative if chosen == "auto" else chosen
         if target not in FLAT_PARAMETERS:
             continue
-        cls = classes[target]
+        cls = OPTIONS[target]
         options = cls(**{new: legacy[old] for old, new in FLAT_PARAMETERS[target].items()
                          if legacy.get(old) is not None})
         changed = sorted(name for name, value in options.get_params().items()
@@ -429,7 +425,7 @@ def _read_estimator(group: zarr.Group, meta: Mapping[str, Any], reader: _Reader,
     legacy = name == "KernelPCA" and meta.get("format_version", 1) < 4
     params = {}
     for param, encoded in meta["params"].items():
-        if param not in known and not (legacy and param in _LEGACY_NAMES):
+        if param not in known and not (legacy and param in FLAT_NAMES):
             raise _damaged(location, f"the parameter {param!r} in {where}",
                            f"is not a parameter of {name}")
         try:
