@@ -34,6 +34,11 @@ to the largest score).
 (float32 with ``--float32``) to a Zarr store there once, and every fit reads it from there
 (``dask.array.from_zarr``, 100,000-row chunks): the fit time includes reading it.
 
+``--stream-probe`` instead times one streamed tile of the GPU's size (1 GiB float32, off the
+diagonal) step by step: the whole tile as a pass handles it, the host's time to queue it, the
+distance GEMM, the fused ``exp`` and shift, the two products and a double-double sum, and
+distance-shaped GEMMs with the inner dimension padded (``d + 2`` is what RBF uses).
+
 ``--tile-probe N`` instead times one cached pass on the GPU at ``N × d`` for several tile sizes
 (what :data:`dkpca.solvers.randomized.GPU_TILE_BYTES` was chosen from): the whole
 ``KernelTiles.matmul`` (``V`` to the GPU, the product, the partial back and summed on the host),
@@ -230,6 +235,64 @@ def _tile_probe(n: int, d: int) -> None:
                           "GEMMs alone (s)"], rows))
 
 
+def _stream_probe(d: int, repeats: int = 5) -> None:
+    """Time one streamed GPU tile (``GPU_TILE_BYTES``, float32) step by step."""
+    import time
+
+    import cupy
+
+    from dkpca._fused import exp_minus_in_place
+    from dkpca._tile_holders import two_sum_into
+    from dkpca._tile_values import StoredTile, _moved_blocks
+    from dkpca.kernels import RBF
+    from dkpca.solvers.randomized import GPU_TILE_BYTES
+
+    m = int(np.sqrt(GPU_TILE_BYTES // 4))
+    X = cupy.asarray(_data(2 * m, d))
+    Xi, Xj = X[:m], X[m:]
+    kernel, f32 = RBF(gamma=1.0 / d), np.dtype(np.float32)
+    V = cupy.asarray(np.random.default_rng(0).standard_normal((2 * m, 32)))
+    high, low = cupy.zeros((2 * m, 32)), cupy.zeros((2 * m, 32))
+
+    def tile() -> None:  # what state_product does for one off-diagonal streamed tile
+        t = StoredTile.evaluate(kernel, Xi, Xj, f32, False, statistics=False)
+        two_sum_into(high[:m], low[:m], t.product(V[m:]))
+        two_sum_into(high[m:], low[m:], t.product(V[:m], transposed=True))
+
+    def each(function) -> float:
+        return _gpu_seconds(lambda: [function() for _ in range(repeats)]) / repeats
+
+    synchronize = cupy.cuda.Device().synchronize
+    tile()
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        tile()
+    queued = (time.perf_counter() - start) / repeats  # the host's time to queue a tile
+    synchronize()
+    moved = _moved_blocks(kernel, Xi, Xj, f32)
+    Z = kernel.exponent(*moved)
+    stored = StoredTile.evaluate(kernel, Xi, Xj, f32, False, statistics=False)
+    V32 = V[m:].astype(np.float32)
+    rows = [["whole tile (evaluate, 2 products, 2 double-double sums)", each(tile)],
+            ["  host time to queue it (no wait)", queued],
+            ["exponent (moved blocks, norms, distance GEMM)", each(
+                lambda: kernel.exponent(*_moved_blocks(kernel, Xi, Xj, f32)))],
+            ["exp and shift, fused (one pass)", each(lambda: exp_minus_in_place(Z, False, 0.0))],
+            ["product K V (float64 out, shift term)", each(lambda: stored.product(V[m:]))],
+            ["product Kᵀ V", each(lambda: stored.product(V[:m], transposed=True))],
+            ["GEMM alone K V (float32, b = 32)", each(lambda: stored.values @ V32)],
+            ["double-double sum of one product", each(
+                lambda: two_sum_into(high[:m], low[:m], V[m:]))]]
+    for k in (d + 2, d + 4, d + 8, d + 16):
+        A = cupy.random.standard_normal((m, k), dtype=np.float32)
+        B = cupy.random.standard_normal((m, k), dtype=np.float32)
+        rows.append([f"distance-shaped GEMM {m} x {k} x {m}", each(lambda A=A, B=B: A @ B.T)])
+    print(f"\nOne streamed tile on the GPU, {m} x {m} float32, RBF, d = {d}, V width 32 "
+          f"(mean of {repeats})\n")
+    print(markdown_table(["step", "ms"], [[name, f"{1e3 * sec:.3f}"] for name, sec in rows]))
+
+
 def _write_zarr(path: str, n: int, d: int, float32: bool) -> None:
     import os
 
@@ -251,6 +314,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per fit")
     parser.add_argument("--tile-probe", type=int, metavar="N",
                         help="time one cached GPU pass at N rows for several tile sizes instead")
+    parser.add_argument("--stream-probe", action="store_true",
+                        help="time one streamed GPU tile step by step instead")
     parser.add_argument("--solver", choices=("randomized", "nystrom"), default="randomized")
     parser.add_argument("--landmarks", type=int, default=2000, help="Nystrom's n_landmarks")
     parser.add_argument("--float32", action="store_true", help="float32 data (with --zarr)")
@@ -260,6 +325,9 @@ def main() -> None:
     print_environment(environment(), sys.argv)
     if args.tile_probe:
         _tile_probe(args.tile_probe, args.d)
+        return
+    if args.stream_probe:
+        _stream_probe(args.d)
         return
     rows = []
     for n in args.sizes:

@@ -20,6 +20,10 @@ Usage::
 
     python benchmarks/bench_scaling.py                        # this machine's cores
     python benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2 threads:4
+    python benchmarks/bench_scaling.py --configs threads:2 2x1:stripes 2x1:symmetric
+
+A cluster configuration uses the default tile layout (``auto``: stripes where they fit) unless
+it names one (``dkpca.tile-layout``, see :func:`dkpca.tiles.tile_layout`).
 """
 
 from __future__ import annotations
@@ -48,8 +52,20 @@ def _configs(cores: int) -> list[str]:
 def _cores(config: str) -> int:
     if config.startswith("threads:"):
         return int(config.split(":")[1])
-    workers, threads = map(int, config.split("x"))
+    workers, threads = map(int, _shape(config).split("x"))
     return workers * threads
+
+
+def _shape(config: str) -> str:
+    """``WxT`` of a cluster configuration, without its layout (``WxT:stripes``)."""
+    return config.split(":")[0]
+
+
+def _layout(config: str) -> str:
+    """The ``dkpca.tile-layout`` a configuration asks for (``auto`` unless it names one)."""
+    if config.startswith("threads:") or ":" not in config:
+        return "auto"
+    return config.split(":")[1]
 
 
 def _data(n: int, d: int) -> np.ndarray:
@@ -99,9 +115,10 @@ def _scheduler(config: str, cores: int):
         return
     from distributed import Client, LocalCluster
 
-    workers, threads = map(int, config.split("x"))
+    workers, threads = map(int, _shape(config).split("x"))
     with (LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                       dashboard_address=":0") as cluster, Client(cluster)):
+                       dashboard_address=":0") as cluster, Client(cluster),
+          dask.config.set({"dkpca.tile-layout": _layout(config)})):
         yield
 
 
@@ -130,6 +147,7 @@ def _child(config: str, n: int, d: int, queue) -> None:
         elapsed = time.perf_counter() - start
         product = _product_seconds(made[-1], AUTO_BLOCK_WIDTH)
     queue.put({"config": config, "cores": cores, "fit_s": elapsed, "solver": model.solver_,
+               "layout": made[-1].layout,
                "passes": len(passes.seconds),
                "pass_s": statistics.median(passes.seconds) if passes.seconds else float("nan"),
                "product_s": product,
@@ -174,7 +192,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20_000)
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--configs", nargs="+", default=None,
-                        help="threads:T or WxT (workers x threads); default: this machine's")
+                        help="threads:T or WxT (workers x threads), WxT:symmetric or "
+                             "WxT:stripes for a tile layout; default: this machine's")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     print_environment(environment(), sys.argv)
@@ -189,13 +208,13 @@ def main() -> None:
     rows = []
     for r in results:
         if "error" in r:
-            rows.append([r["config"], r["error"], "", "", "", "", "", "", ""])
+            rows.append([r["config"], r["error"], "", "", "", "", "", "", "", ""])
             continue
         base = threaded.get(r["cores"])
         spread = max(abs(a - b) / b for a, b in zip(r["eigenvalues"], results[0]["eigenvalues"],
                                                     strict=True)) if "eigenvalues" in results[0] \
             else float("nan")
-        rows.append([r["config"], f"{r['fit_s']:.2f}", f"{r['pass_s']:.3f}", r["passes"],
+        rows.append([r["config"], r["layout"], f"{r['fit_s']:.2f}", f"{r['pass_s']:.3f}", r["passes"],
                      f"{r['bound_s']:.3f}", f"{r['pass_s'] / r['bound_s']:.2f}",
                      f"{r['fit_s'] / base['fit_s']:.2f} / {r['pass_s'] / base['pass_s']:.2f}"
                      if base else "", f"{r['product_s']:.3f}"
@@ -203,7 +222,7 @@ def main() -> None:
                      f"{spread:.1e}"])
     print(f"\nKernelPCA(10), RBF, {args.n} x {args.d} Gaussian mixture, default solver "
           f"({results[0].get('solver', '?')})\n")
-    print(markdown_table(["configuration", "fit (s)", "pass (s)", "passes", "pass bound (s)",
+    print(markdown_table(["configuration", "layout", "fit (s)", "pass (s)", "passes", "pass bound (s)",
                           "pass / bound", "vs threads (fit / pass)",
                           "product alone (s) [vs threads]", "eigenvalue spread"], rows))
     if args.json:

@@ -57,14 +57,13 @@ from ._device import (
     to_host,
     zeros,
 )
-from ._tile_values import ProductScratch, StoredTile
+from ._tile_values import BlockOfV, ProductScratch, StoredTile
 from .kernels import Kernel
 from .linalg import single_threaded_blas
 
 __all__ = [
     "Holder",
     "active_client",
-    "deal_tiles",
     "device_memory",
     "holders",
     "local_threads",
@@ -159,29 +158,6 @@ def device_memory() -> int:
     return int(sum(client.run(device_free_bytes).values()))
 
 
-def deal_tiles(
-    pairs: Sequence[tuple[int, int]], bounds: Sequence[tuple[int, int]], weights: Sequence[int]
-) -> list[list[int]]:
-    """Deal the tiles ``pairs`` to holders in contiguous runs, balanced by tile area.
-
-    ``weights`` are the holders' shares (their thread counts). A run of the row-major order
-    keeps the rows each holder touches contiguous (``lo:n``), so its partial product is one slice.
-
-    Examples
-    --------
-    >>> pairs = [(0, 0), (0, 1), (1, 1)]
-    >>> deal_tiles(pairs, [(0, 10), (10, 20)], [1, 1])
-    [[0], [1, 2]]
-    """
-    areas = np.array([(bounds[i][1] - bounds[i][0]) * (bounds[j][1] - bounds[j][0])
-                      for i, j in pairs], dtype=np.float64)
-    shares = np.cumsum(np.asarray(weights, dtype=np.float64))
-    targets = shares / shares[-1] * areas.sum()
-    ends = np.cumsum(areas) - areas / 2  # a tile goes where its middle falls
-    owner = np.minimum(np.searchsorted(targets, ends, side="right"), len(weights) - 1)
-    return [np.flatnonzero(owner == h).tolist() for h in range(len(weights))]
-
-
 @dataclasses.dataclass
 class HolderState:
     """What one holder keeps between passes: its tiles, or the data rows to evaluate them.
@@ -197,6 +173,12 @@ class HolderState:
     blocks: dict[int, Any]  # streamed: the data rows of every tile's two row blocks
     tiles: list[StoredTile] | None  # cached: the evaluated tiles, in ``pairs`` order
     device: str = "cpu"
+    stripe: range | None = None  # row blocks whose products it returns; None: all it touches
+    forms: dict[int, bool] = dataclasses.field(default_factory=dict)  # streamed: exp's form
+
+    def owns(self, block: int) -> bool:
+        """Whether products into row block ``block`` are this holder's to return."""
+        return self.stripe is None or block in self.stripe
 
     @property
     def nbytes(self) -> int:
@@ -211,8 +193,15 @@ class HolderState:
 
     @property
     def lo(self) -> int:
-        """First row its tiles touch (every later row may be touched too)."""
+        """First row of its partial product: its stripe's, else the first its tiles touch."""
+        if self.stripe is not None:
+            return self.bounds[self.stripe[0]][0]
         return min((self.bounds[i][0] for i, _ in self.pairs), default=self.bounds[-1][1])
+
+    @property
+    def hi(self) -> int:
+        """End of its partial product's rows: its stripe's end, else ``n``."""
+        return self.bounds[self.stripe[-1]][1] if self.stripe is not None else self.bounds[-1][1]
 
 
 @sizeof.register(HolderState)
@@ -227,12 +216,13 @@ def _largest_first(bounds: list[tuple[int, int]], pairs: list[tuple[int, int]]) 
 
 def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
                 pairs: list[tuple[int, int]], block_ids: list[int], *blocks: Any,
-                cached: bool, threads: int, device: str = "cpu") -> HolderState:
+                cached: bool, threads: int, device: str = "cpu",
+                stripe: range | None = None) -> HolderState:
     """Make a holder's state on ``device``; cached: evaluate its tiles on ``threads`` threads."""
     rows = {i: to_device(block, device) for i, block in zip(block_ids, blocks, strict=True)}
     if not cached:
-        return HolderState(kernel, dtype, bounds, pairs, rows, None, device)
-    state = HolderState(kernel, dtype, bounds, pairs, {}, None, device)
+        return HolderState(kernel, dtype, bounds, pairs, rows, None, device, stripe)
+    state = HolderState(kernel, dtype, bounds, pairs, {}, None, device, stripe)
     tiles: list[StoredTile | None] = [None] * len(pairs)
 
     def evaluate(k: int) -> None:
@@ -248,18 +238,22 @@ def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
 def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, float, int]:
     """Sum a cached holder's tiles: ``(lo, high, low, trace, bytes)``.
 
-    Row sums of rows ``lo:n`` as a double-double (see :func:`two_sum_into`), the tiles' trace
-    and their memory.
+    Row sums of its rows ``lo:hi`` as a double-double (see :func:`two_sum_into`), the trace of
+    its diagonal tiles and the memory of all it holds.
     """
-    n, lo = state.bounds[-1][1], state.lo
-    high, low, trace = zeros(n - lo, state.device), zeros(n - lo, state.device), 0.0
+    lo, hi = state.lo, state.hi
+    high, low, trace = zeros(hi - lo, state.device), zeros(hi - lo, state.device), 0.0
+
+    def add(block: int, sums: np.ndarray) -> None:
+        rows = slice(state.bounds[block][0] - lo, state.bounds[block][1] - lo)
+        two_sum_into(high[rows], low[rows], sums)
+
     for (i, j), tile in zip(state.pairs, state.tiles or (), strict=True):
-        two_sum_into(high[state.bounds[i][0] - lo:state.bounds[i][1] - lo],
-                      low[state.bounds[i][0] - lo:state.bounds[i][1] - lo], tile.row_sums)
-        if i != j:
-            two_sum_into(high[state.bounds[j][0] - lo:state.bounds[j][1] - lo],
-                          low[state.bounds[j][0] - lo:state.bounds[j][1] - lo], tile.col_sums)
-        trace += tile.trace
+        if state.owns(i):
+            add(i, tile.row_sums)
+            trace += tile.trace
+        if i != j and state.owns(j):
+            add(j, tile.col_sums)
     return lo, to_host(high), to_host(low), trace, state.nbytes
 
 
@@ -300,12 +294,13 @@ def state_product(state: HolderState, V: np.ndarray,
                   threads: int) -> tuple[int, np.ndarray, np.ndarray]:
     """Multiply every held tile by ``V``: ``(lo, high, low)``.
 
-    Rows ``lo:n`` of the product, as a double-double sum ``high + low`` (see
-    :func:`two_sum_into`), on the holder's device when ``V`` is on a GPU (a holder in this
-    process, whose Krylov basis stays there), else on the host.
+    Rows ``lo:hi`` of the product (its stripe, or every row its tiles touch), as a
+    double-double sum ``high + low`` (see :func:`two_sum_into`), on the holder's device when
+    ``V`` is on a GPU (a holder in this process, whose Krylov basis stays there), else on the
+    host.
     """
-    n, lo = state.bounds[-1][1], state.lo
-    shape = (n - lo, V.shape[1])
+    lo = state.lo
+    shape = (state.hi - lo, V.shape[1])
     high, low = zeros(shape, state.device), zeros(shape, state.device)
     locks = [threading.Lock() for _ in state.bounds]
     keep_on_device = is_device_array(V) and state.device != "cpu"
@@ -313,6 +308,9 @@ def state_product(state: HolderState, V: np.ndarray,
         V = array_module(V).ascontiguousarray(V, dtype=np.float64)
     else:
         V = to_device(np.ascontiguousarray(to_host(V), dtype=np.float64), state.device)
+    used = sorted({b for pair in state.pairs for b in pair})
+    blocks = {b: BlockOfV.of(V[slice(*state.bounds[b])], state.dtype) for b in used}
+    forms: dict[int, Any] = {}  # each streamed tile's form of exp, found this pass
     local = threading.local()  # each thread's ProductScratch (host holders only)
     tile_rows = max(b - a for a, b in state.bounds)
 
@@ -334,16 +332,22 @@ def state_product(state: HolderState, V: np.ndarray,
             tile = state.tiles[k]
         else:
             tile = StoredTile.evaluate(state.kernel, state.blocks[i], state.blocks[j],
-                                       state.dtype, i == j, statistics=False)
+                                       state.dtype, i == j, statistics=False,
+                                       near_one=state.forms.get(k))
+            if k not in state.forms and tile.near_one is not None:
+                forms[k] = tile.near_one
         buffers = scratch()
-        parts = tile.products(V[slice(*state.bounds[i])],
-                              None if i == j else V[slice(*state.bounds[j])], buffers)
-        add(i, parts[0], buffers)
-        if i != j:
-            add(j, parts[1], buffers)
+        if state.owns(i):
+            add(i, tile.product(blocks[j], buffers), buffers)
+        if i != j and state.owns(j):
+            add(j, tile.product(blocks[i], buffers, transposed=True), buffers)
 
     with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))
+    if forms:  # read back once, after the pass: later passes know each tile's form
+        found = to_host(array_module(*forms.values()).stack(
+            [array_module(f).asarray(f, dtype=bool) for f in forms.values()]))
+        state.forms.update(zip(forms, (bool(f) for f in found), strict=True))
     if keep_on_device:
         return lo, high, low
     return lo, to_host(high), to_host(low)

@@ -19,14 +19,17 @@ Tiles follow their data: numpy rows give numpy tiles, CuPy rows give tiles on th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse
 
 from ._device import array_module
+from ._fused import exp_minus_in_place
 from .kernels import Kernel
+from .kernels._base import ExponentialKernel
 
-__all__ = ["ProductScratch", "StoredTile", "evaluate_tile"]
+__all__ = ["BlockOfV", "ProductScratch", "StoredTile", "evaluate_tile"]
 
 #: Rows of a streamed tile whose mean serves as its shift.
 _SHIFT_SAMPLE_ROWS = 64
@@ -50,13 +53,79 @@ def evaluate_tile(
     >>> K32.dtype, bool(np.allclose(K32 + c, RBF(gamma=0.5).pairwise(X), atol=1e-6))
     (dtype('float32'), True)
     """
+    return kernel.pairwise_offset(*_moved_blocks(kernel, Xi, Xj, dtype))
+
+
+def _moved_blocks(kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray,
+                  dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Both blocks moved by ``Xi``'s mean, in float32, where a float32 GEMM is then safe."""
     # Sparse blocks stay sparse (moving them would densify them); sparse data sit near 0.
     if (np.dtype(dtype) == np.float32 and kernel.translation_invariant
             and not scipy.sparse.issparse(Xi)):
         center = Xi.mean(axis=0, dtype=np.float64)
-        Xi = (Xi - center).astype(np.float32)
-        Xj = (Xj - center).astype(np.float32)
-    return kernel.pairwise_offset(Xi, Xj)
+        return (Xi - center).astype(np.float32), (Xj - center).astype(np.float32)
+    return Xi, Xj
+
+
+def _streamed_exponential(kernel: ExponentialKernel, Xi: np.ndarray, Xj: np.ndarray,
+                          dtype: np.dtype, diagonal: bool,
+                          near_one: Any = None) -> tuple[np.ndarray, Any, Any]:
+    """Return a streamed tile of ``exp(E)`` less its shift, the shift and the form of ``exp``.
+
+    The offset form (``expm1`` where ``near_one``, else ``exp``) and the mean are taken from a
+    subsample of rows and kept on the tile's device, and
+    :func:`~dkpca._fused.exp_minus_in_place` applies both in one pass: on a GPU nothing waits
+    for the host (see :mod:`dkpca._fused`). A form the caller already knows (from the tile's
+    previous evaluation) is taken as given.
+    """
+    Z = kernel.exponent(*_moved_blocks(kernel, Xi, Xj, dtype))
+    xp = array_module(Z)
+    step = max(1, Z.shape[0] // _SHIFT_SAMPLE_ROWS)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: solvers report it
+        if near_one is None:
+            near_one = np.exp(Z[::step]).mean(dtype=np.float64) > 0.5
+        base = xp.asarray(near_one, dtype=Z.dtype)
+        sample = exp_minus_in_place(Z[::step].copy(), near_one, 0.0)
+        if diagonal:  # exactly 1 on the diagonal (the distance expansion only nearly gives 0)
+            rows = xp.arange(sample.shape[0])
+            sample[rows, rows * step] = 1 - base
+        mean = sample.mean(dtype=np.float64).astype(Z.dtype)
+        exp_minus_in_place(Z, near_one, mean)
+        if diagonal:
+            rows = xp.arange(Z.shape[0])
+            Z[rows, rows] = (1 - base) - mean
+    return (Z.astype(dtype, copy=False), base.astype(np.float64) + mean.astype(np.float64),
+            near_one)
+
+
+@dataclass
+class BlockOfV:
+    """One row block of ``V`` for a pass, made once for every tile that multiplies it.
+
+    Attributes
+    ----------
+    cast : ndarray
+        The block in the tiles' dtype (the GEMMs' operand).
+    sums : ndarray
+        Its column sums in float64 (for the shift's rank-one term).
+    """
+
+    cast: np.ndarray
+    sums: np.ndarray
+
+    @classmethod
+    def of(cls, V: np.ndarray, dtype: np.dtype) -> BlockOfV:
+        """Make the block of ``V`` (float64, on the tiles' device) for tiles of ``dtype``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> block = BlockOfV.of(np.ones((3, 2)), np.dtype(np.float32))
+        >>> block.cast.dtype, block.sums
+        (dtype('float32'), array([3., 3.]))
+        """
+        cast = array_module(V).asarray(V, dtype=dtype, order="C")
+        return cls(cast, V.sum(axis=0, dtype=np.float64))
 
 
 class ProductScratch:
@@ -89,7 +158,6 @@ class ProductScratch:
     """
 
     def __init__(self, rows: int, columns: int, dtype: np.dtype):
-        self.cast = np.empty((rows, columns), dtype)
         self.product = np.empty((rows, columns), dtype)
         self.results = (np.empty((rows, columns)), np.empty((rows, columns)))
         self.sums = tuple(np.empty((rows, columns)) for _ in range(3))
@@ -109,6 +177,9 @@ class StoredTile:
         Row and column sums of the tile itself (float64, before rounding).
     trace : float
         Its trace when it lies on the diagonal, else 0.
+    near_one : bool, 0-d device array or None
+        A streamed exponential tile's form of ``exp`` (``expm1`` where true), which its next
+        evaluation can take as given; ``None`` for other tiles.
     """
 
     values: np.ndarray
@@ -116,6 +187,7 @@ class StoredTile:
     row_sums: np.ndarray
     col_sums: np.ndarray
     trace: float
+    near_one: Any = None
 
     @classmethod
     def evaluate(
@@ -126,12 +198,15 @@ class StoredTile:
         dtype: np.dtype,
         diagonal: bool,
         statistics: bool = True,
+        near_one: bool | None = None,
     ) -> StoredTile:
         """Evaluate ``K(Xi, Xj)`` and store it shifted, in ``dtype``.
 
         ``statistics=False`` (a tile used once, in a streamed product) skips the row and column
         sums and the trace (left at zero) and takes the shift from a subsample of rows: any
-        constant keeps the product exact, a typical one keeps it accurate.
+        constant keeps the product exact, a typical one keeps it accurate. For an exponential
+        kernel, ``near_one`` gives the form of ``exp`` the tile's earlier evaluation found
+        (:attr:`near_one`), so that a GPU runs the one it needs (see :mod:`dkpca._fused`).
 
         Examples
         --------
@@ -142,16 +217,21 @@ class StoredTile:
         >>> tile.shift, tile.trace, tile.values.dtype, float(abs(tile.values).max())
         (1.0, 3.0, dtype('float32'), 0.0)
         """
+        if not statistics and isinstance(kernel, ExponentialKernel):
+            values, shift, near_one = _streamed_exponential(kernel, Xi, Xj, dtype, diagonal,
+                                                            near_one)
+            return cls(values, shift, np.zeros(0), np.zeros(0), 0.0, near_one)
         with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: solvers report it
             K, base = evaluate_tile(kernel, Xi, Xj, dtype)
             if diagonal:  # exact: a distance expansion's cancellation is worst for x against x
                 np.fill_diagonal(K, kernel.diag(Xi) - base)
-            if not statistics:
+            if not statistics:  # the mean stays on the tile's device: no wait for the host
                 step = max(1, K.shape[0] // _SHIFT_SAMPLE_ROWS)
-                mean = float(K.dtype.type(float(K[::step].mean(dtype=np.float64))))
-                K -= K.dtype.type(mean)
+                mean = K[::step].mean(dtype=np.float64).astype(K.dtype)
+                K -= mean
                 empty = np.zeros(0)
-                return cls(K.astype(dtype, copy=False), base + mean, empty, empty, 0.0)
+                return cls(K.astype(dtype, copy=False), mean.astype(np.float64) + base, empty,
+                           empty, 0.0)
             # Sums as GEMVs in the tile's precision (blocked accumulation: about 1e-7 relative
             # in float32), three times faster than a float64 reduction over the tile.
             xp = array_module(K)
@@ -175,23 +255,26 @@ class StoredTile:
         arrays), valid until its next use.
         """
         if Vj is None:
-            return (self._product(self.values, Vi, scratch, 0),)
-        return (self._product(self.values, Vj, scratch, 0),
-                self._product(self.values.T, Vi, scratch, 1))
+            return (self.product(Vi, scratch),)
+        return self.product(Vj, scratch), self.product(Vi, scratch, transposed=True)
 
-    def _product(self, values: np.ndarray, V: np.ndarray, scratch: ProductScratch | None,
-                 slot: int) -> np.ndarray:
+    def product(self, V: np.ndarray | BlockOfV, scratch: ProductScratch | None = None,
+                transposed: bool = False) -> np.ndarray:
+        """Return ``K_ij V`` (or ``K_ijᵀ V``) in float64, as :meth:`products` computes it.
+
+        A holder that returns only the rows of its stripe needs one of a tile's two products.
+        ``V`` may be a :class:`BlockOfV` made once a pass (no cast and sum per tile).
+        """
+        block = V if isinstance(V, BlockOfV) else BlockOfV.of(V, self.values.dtype)
+        values, slot = (self.values.T, 1) if transposed else (self.values, 0)
         if scratch is None:
-            V_cast = array_module(values).asarray(V, dtype=values.dtype, order="C")
-            out = (values @ V_cast).astype(np.float64, copy=False)
+            out = (values @ block.cast).astype(np.float64, copy=False)
         else:
-            V_cast = scratch.cast[: len(V)]
-            np.copyto(V_cast, V, casting="same_kind")
             product = scratch.product[: len(values)]
-            np.matmul(values, V_cast, out=product)
+            np.matmul(values, block.cast, out=product)
             out = scratch.results[slot][: len(values)]
             np.copyto(out, product)
-        out += self.shift * V.sum(axis=0, dtype=np.float64)
+        out += self.shift * block.sums
         return out
 
     @property

@@ -35,18 +35,28 @@ from ._tile_holders import (
     Holder,
     active_client,
     build_state,
-    deal_tiles,
     holders,
     state_product,
     state_summary,
     two_sum_into,
 )
+from ._tile_layout import (
+    LAYOUT_KEY,
+    TILE_LAYOUTS,
+    balanced_tile_rows,
+    cached_kernel_bytes,
+    plan_tiles,
+    striped_kernel_bytes,
+    tile_layout,
+)
 from ._tile_values import StoredTile, evaluate_tile
-from .blocked import compute, scheduler_threads, tile_blocks, tile_rows, upper_pairs
+from .blocked import compute, tile_blocks
 from .kernels import Kernel
 
 __all__ = [
     "CACHE_DTYPES",
+    "LAYOUT_KEY",
+    "TILE_LAYOUTS",
     "KernelTiles",
     "StoredTile",
     "balanced_tile_rows",
@@ -55,7 +65,9 @@ __all__ = [
     "cached_kernel_bytes",
     "evaluate_tile",
     "storage_dtype",
+    "striped_kernel_bytes",
     "symmetric_kernel_product",
+    "tile_layout",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,32 +78,6 @@ CACHE_DTYPES = ("auto", "float32", "float64")
 #: Share of a worker's memory limit that cached tiles may fill, less what the worker already
 #: uses: distributed starts spilling to disk at 60 % and pauses at 80 %.
 WORKER_CACHE_SHARE = 0.5
-
-
-#: Tiles per scheduler thread that the cache and the streamed product aim for (smaller tiles
-#: than ``block_bytes`` allows when ``n`` is small), so that every thread stays busy.
-TILES_PER_THREAD = 3
-
-#: Smallest tile side chosen for balance: below it, per-task overheads start to show.
-MIN_BALANCED_ROWS = 1024
-
-
-def balanced_tile_rows(n: int, itemsize: int, block_bytes: int) -> int:
-    """Tile side for ``n`` rows: at most ``block_bytes`` a tile, enough tiles for every thread.
-
-    Examples
-    --------
-    >>> balanced_tile_rows(100_000, 4, 128 * 2**20)  # 18 equal tiles of at most 5792 rows
-    5556
-    >>> balanced_tile_rows(10_000, 4, 128 * 2**20) < 5792  # more, smaller tiles
-    True
-    """
-    t = min(n, tile_rows(itemsize, block_bytes))
-    wanted = TILES_PER_THREAD * scheduler_threads()
-    r = -(-n // t)
-    while r * (r + 1) // 2 < wanted and -(-n // (r + 1)) >= MIN_BALANCED_ROWS:
-        r += 1
-    return -(-n // r)
 
 
 def storage_dtype(X: Any, dtype: np.dtype | str | None = None) -> np.dtype:
@@ -126,6 +112,9 @@ class KernelTiles:
     dtype : numpy dtype
         Storage dtype of the tiles (float32 or float64).
     cached : bool, default=True
+    max_memory : int, optional
+        Memory the cached tiles may take on all holders together (by default
+        :func:`cache_memory_budget`): decides the layout (see :func:`tile_layout`).
 
     Attributes
     ----------
@@ -133,8 +122,11 @@ class KernelTiles:
         Row range of every tile row.
     dtype : numpy.dtype
         Storage dtype of the tiles.
+    layout : str
+        ``"symmetric"`` or ``"stripes"`` (see :func:`tile_layout`).
     nbytes : int
-        Memory of the stored tiles (about half of ``n² × itemsize``; 0 when streamed).
+        Memory of the stored tiles (about half of ``n² × itemsize`` in the symmetric layout,
+        up to all of it in stripes; 0 when streamed).
     row_sums : ndarray (n,) or None
         ``K @ 1``, accumulated in float64 before rounding (cached only).
     trace : float or None
@@ -146,21 +138,20 @@ class KernelTiles:
     """
 
     def __init__(self, kernel: Kernel, X: Any, *, block_bytes: int, dtype: np.dtype,
-                 cached: bool = True):
+                 cached: bool = True, max_memory: int | None = None):
         self.kernel, self.dtype, self.cached = kernel, np.dtype(dtype), cached
         n = X.shape[0]
-        rows = balanced_tile_rows(n, self.dtype.itemsize, block_bytes)
-        self.bounds = [(start, min(start + rows, n)) for start in range(0, n, rows)]
         self.n = n
-        pairs = upper_pairs(len(self.bounds))
         self._client = active_client()
-        found = holders()
-        dealt = deal_tiles(pairs, self.bounds, [h.nthreads for h in found])
-        kept = [(h, [pairs[k] for k in ids]) for h, ids in zip(found, dealt, strict=True) if ids]
-        self.holders: list[Holder] = [h for h, _ in kept]
-        self._pairs = [p for _, p in kept]
+        plan = plan_tiles(n, self.dtype.itemsize, block_bytes, holders(), cached,
+                          cache_memory_budget if max_memory is None else lambda: max_memory)
+        self.layout, self.bounds = plan.layout, plan.bounds
+        rows = self.bounds[0][1]
+        self.holders: list[Holder] = [h for h, _, _ in plan.kept]
+        self._pairs = [p for _, p, _ in plan.kept]
+        self._stripes = [stripe for _, _, stripe in plan.kept]
         self._source = self._source_blocks(X, rows)
-        self.states: list = [self._build(h, p) for h, p in kept]
+        self.states: list = [self._build(h, p, stripe) for h, p, stripe in plan.kept]
         if self._client is None:  # the states hold what they need; only a cluster recovers
             self._source = self._recipe = []
         self.row_sums: np.ndarray | None = None
@@ -168,9 +159,9 @@ class KernelTiles:
         self.nbytes = 0
         if cached:
             self._summarise()
-        logger.info("%s %d kernel tiles (%s, %d MiB) on %d holder(s)",
-                    "cached" if cached else "streaming", len(pairs), self.dtype,
-                    self.nbytes // 2**20, len(self.holders))
+        logger.info("%s %d kernel tiles (%s, %d MiB) on %d holder(s), %s layout",
+                    "cached" if cached else "streaming", self.n_tiles, self.dtype,
+                    self.nbytes // 2**20, len(self.holders), self.layout)
 
     @property
     def n_tiles(self) -> int:
@@ -199,10 +190,11 @@ class KernelTiles:
             return self._client.scatter(self._recipe[k], hash=False)
         return self._client.compute(self._recipe[k])
 
-    def _build(self, holder: Holder, pairs: list[tuple[int, int]]) -> Any:
+    def _build(self, holder: Holder, pairs: list[tuple[int, int]], stripe: range | None) -> Any:
         ids = sorted({i for pair in pairs for i in pair})
         args = (self.kernel, self.dtype, self.bounds, pairs, ids, *(self._source[i] for i in ids))
-        options = {"cached": self.cached, "threads": holder.nthreads, "device": holder.device}
+        options = {"cached": self.cached, "threads": holder.nthreads, "device": holder.device,
+                   "stripe": stripe}
         if self._client is None:
             return build_state(*args, **options)
         # Pinned to its holder; loosely, so that a lost worker's tiles can be rebuilt elsewhere.
@@ -285,7 +277,7 @@ class KernelTiles:
             used = [h.address for h in self.holders]
             address, info = min(workers, key=lambda w: used.count(w[0]))
             self.holders[k] = Holder(address, max(1, int(info["nthreads"])), holder.device)
-            self.states[k] = self._build(self.holders[k], self._pairs[k])
+            self.states[k] = self._build(self.holders[k], self._pairs[k], self._stripes[k])
 
 
 def _direct_to_holders(client: Any, addresses: list[str]) -> bool:
@@ -331,19 +323,25 @@ async def _scatter_to_each(client: Any, V: np.ndarray, addresses: list[str],
 
 
 def _sum_partials(n: int, partials: list[tuple[int, np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Add the holders' double-double partials (rows ``lo:n`` each) and round the total.
+    """Add the holders' double-double partials (rows ``lo:lo + len`` each) and round the total.
 
-    The first partial is the running sum as it is (a sum into zeros would return it bit for
-    bit, at the cost of a double-double pass over ``n × b`` values); the others are added to it
-    with :func:`two_sum_into`, so the result does not depend on their order.
+    A partial over rows no earlier one touched is copied (a sum into zeros would give it bit
+    for bit, at the cost of a double-double pass): stripes, which do not overlap, are only
+    placed. The others are added with :func:`two_sum_into`, so the result does not depend on
+    their order.
     """
-    (lo, part_high, part_low), *others = partials
-    xp = array_module(part_high)
-    high, low = xp.zeros((n, *part_high.shape[1:])), xp.zeros((n, *part_high.shape[1:]))
-    high[lo:], low[lo:] = part_high, part_low
-    for lo, part_high, part_low in others:
-        two_sum_into(high[lo:], low[lo:], part_high)
-        low[lo:] += part_low
+    xp = array_module(partials[0][1])
+    shape = (n, *partials[0][1].shape[1:])
+    high, low = xp.zeros(shape), xp.zeros(shape)
+    touched = np.zeros(n, dtype=bool)
+    for lo, part_high, part_low in partials:
+        rows = slice(lo, lo + len(part_high))
+        if touched[rows].any():
+            two_sum_into(high[rows], low[rows], part_high)
+            low[rows] += part_low
+        else:
+            high[rows], low[rows] = part_high, part_low
+        touched[rows] = True
     return high + low
 
 
@@ -444,19 +442,6 @@ def symmetric_kernel_product(
     tiles = KernelTiles(kernel, X, block_bytes=block_bytes, dtype=storage_dtype(X, dtype),
                         cached=False)
     return tiles.matmul(V)
-
-
-def cached_kernel_bytes(n: int, itemsize: int, block_bytes: int) -> int:
-    """Memory of the upper tiles of an ``n × n`` kernel (diagonal tiles whole).
-
-    Examples
-    --------
-    >>> round(cached_kernel_bytes(10_000, 8, 128 * 2**20) / 2**20)  # 763 MiB for all of K
-    509
-    """
-    t = balanced_tile_rows(n, itemsize, block_bytes)
-    sizes = [t] * (n // t) + ([n % t] if n % t else [])
-    return (n * n + sum(s * s for s in sizes)) // 2 * itemsize  # sum over i <= j of s_i s_j
 
 
 def cache_memory_budget() -> int:

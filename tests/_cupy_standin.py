@@ -44,6 +44,8 @@ def _unwrap(value: Any) -> Any:
 def _wrap(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return ndarray(value)
+    if isinstance(value, np.generic):  # CuPy's reductions give 0-d arrays on the device
+        return ndarray(np.asarray(value))
     if isinstance(value, tuple):
         return tuple(_wrap(v) for v in value)
     return value
@@ -83,6 +85,9 @@ class ndarray(np.lib.mixins.NDArrayOperatorsMixin):  # CuPy's name
 
     def __float__(self) -> float:
         return float(self._data)
+
+    def __int__(self) -> int:
+        return int(self._data)
 
     def __bool__(self) -> bool:
         return bool(self._data)
@@ -166,7 +171,7 @@ def _device_function(function: Any) -> Any:
 #: The module functions dkpca's device code calls, each as CuPy has it (``abs`` shadows the
 #: builtin here, as in CuPy).
 _FUNCTIONS = ("abs", "arange", "argmax", "diag", "einsum", "exp", "flatnonzero", "hstack",
-              "isfinite", "isin", "maximum", "sign", "sqrt", "where")
+              "isfinite", "isin", "maximum", "sign", "sqrt", "stack", "where")
 globals().update({name: _device_function(getattr(np, name)) for name in _FUNCTIONS})
 
 
@@ -198,6 +203,44 @@ def get_default_memory_pool() -> _Pool:
 
 class _CUDARuntimeError(RuntimeError):
     pass
+
+
+#: The CUDA kernels dkpca compiles, by name, as numpy functions of their parameters (in the
+#: order of the kernel's in and out parameters; the out parameters are written in place).
+_ELEMENTWISE = {
+    "dkpca_exp_minus": lambda near_one, shift, k: np.subtract(
+        np.where(near_one, np.expm1(k), np.exp(k)), shift, out=k),
+    "dkpca_exp_minus_exp": lambda shift, k: np.subtract(np.exp(k), shift, out=k),
+    "dkpca_exp_minus_expm1": lambda shift, k: np.subtract(np.expm1(k), shift, out=k),
+}
+
+
+class ElementwiseKernel:
+    """CuPy's ``ElementwiseKernel`` for the kernels of ``_ELEMENTWISE``.
+
+    As CuPy does, it takes device arrays only and needs every parameter of one type letter
+    (``T``) to have the same dtype.
+    """
+
+    def __init__(self, in_params: str, out_params: str, operation: str, name: str) -> None:
+        if name not in _ELEMENTWISE:
+            raise NotImplementedError(f"the stand-in has no numpy form of kernel {name!r}")
+        self.params = [p.split() for p in f"{in_params}, {out_params}".split(",")]
+        self.function = _ELEMENTWISE[name]
+        self.name = name
+
+    def __call__(self, *args: Any) -> Any:
+        if len(args) != len(self.params):
+            raise TypeError(f"wrong number of arguments: {len(args)}, {len(self.params)} wanted")
+        types: dict[str, Any] = {}
+        for (kind, name), arg in zip(self.params, args, strict=True):
+            if not isinstance(arg, ndarray):
+                raise TypeError(f"{name}: a device array is needed, got {type(arg)}")
+            wanted = types.setdefault(kind, arg.dtype) if kind.isupper() else np.dtype(kind)
+            if arg.dtype != wanted:
+                raise TypeError(f"Type is mismatched. {name} {arg.dtype} {wanted}")
+        self.function(*(arg._data for arg in args))
+        return args[-1]
 
 
 #: ``cupy.cuda``: one "GPU" with 8 GiB free.

@@ -27,6 +27,27 @@ def moons() -> np.ndarray:
     return X
 
 
+@pytest.fixture(params=[pytest.param("stand-in"), pytest.param("cupy", marks=pytest.mark.gpu)])
+def cupy(request, monkeypatch):
+    """The device module a GPU test runs on: ``_cupy_standin`` everywhere, CuPy on a GPU.
+
+    The real-CuPy case is marked ``gpu`` and skipped where CuPy or a GPU is missing.
+    """
+    import sys
+
+    import _cupy_standin
+
+    from dkpca._device import DeviceUnavailableError, import_cupy
+
+    if request.param == "cupy":
+        try:
+            return import_cupy()
+        except DeviceUnavailableError as err:
+            pytest.skip(str(err))
+    monkeypatch.setitem(sys.modules, "cupy", _cupy_standin)
+    return _cupy_standin
+
+
 @pytest.fixture(params=[0, 1, 2])
 def global_random_seed(request) -> int:
     """A few seeds, so that no test depends on one lucky draw."""

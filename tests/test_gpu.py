@@ -19,25 +19,7 @@ from sklearn.datasets import make_blobs
 from sklearn.preprocessing import StandardScaler
 
 from dkpca import KernelPCA
-from dkpca._device import DeviceUnavailableError, import_cupy
 from dkpca.options import Nystrom, Randomized, Sketch
-
-try:
-    REAL_CUPY = import_cupy()
-    NO_GPU = ""
-except DeviceUnavailableError as err:
-    REAL_CUPY, NO_GPU = None, str(err)
-
-
-@pytest.fixture(params=[pytest.param("stand-in"), pytest.param("cupy", marks=pytest.mark.gpu)])
-def cupy(request, monkeypatch):
-    """The device module the test runs on: the stand-in, or CuPy on a GPU."""
-    if request.param == "cupy":
-        if REAL_CUPY is None:
-            pytest.skip(NO_GPU)
-        return REAL_CUPY
-    monkeypatch.setitem(sys.modules, "cupy", _cupy_standin)
-    return _cupy_standin
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +83,7 @@ def test_a_worker_per_gpu_gives_the_threaded_result(cupy, blobs):
 
     want = _fit(blobs, "cpu", cache_dtype="float64")
     # the stand-in lives in this process only: its workers run in this process too
-    processes = cupy is REAL_CUPY
+    processes = cupy is not _cupy_standin
     with (LocalCluster(n_workers=1, threads_per_worker=2, processes=processes,
                        dashboard_address=":0") as cluster, Client(cluster),
           dask.config.set({"dkpca.device": "cuda"})):
@@ -265,3 +247,40 @@ def test_linear_pca_takes_cupy_input(cupy, blobs):
         batches.partial_fit(cupy.asarray(half))
     np.testing.assert_allclose(batches.explained_variance_, PCA(5).fit(blobs).explained_variance_,
                                rtol=1e-10)
+
+
+def test_a_streamed_pass_reads_nothing_back_from_the_gpu(monkeypatch):
+    # Every host read of a device value (float(), bool(), int(), .item(), .get()) stops the GPU
+    # until the host has queued the next work. A streamed pass of six tiles reads back once,
+    # after its last tile: each tile's form of exp (it read two values a tile when the form and
+    # the shift were read on the host). Later passes read nothing, and run the one-function
+    # kernel of each tile's known form.
+    monkeypatch.setitem(sys.modules, "cupy", _cupy_standin)
+    from dkpca._device import to_device
+    from dkpca.kernels import RBF
+    from dkpca.tiles import KernelTiles
+
+    X = np.random.default_rng(0).normal(size=(600, 5))
+    reads: list[str] = []
+    for name in ("__float__", "__bool__", "__int__", "item", "get"):
+        method = getattr(_cupy_standin.ndarray, name)
+        monkeypatch.setattr(_cupy_standin.ndarray, name,
+                            lambda self, *a, _method=method, _name=name, **k:
+                            reads.append(_name) or _method(self, *a, **k))
+    kernels: list[str] = []
+    run = _cupy_standin.ElementwiseKernel.__call__
+    monkeypatch.setattr(_cupy_standin.ElementwiseKernel, "__call__",
+                        lambda self, *args: kernels.append(self.name) or run(self, *args))
+    V = np.ones((600, 3))
+    expected = RBF(gamma=0.2).pairwise(X) @ V
+    with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
+        tiles = KernelTiles(RBF(gamma=0.2), X, block_bytes=200 * 200 * 4,
+                            dtype=np.dtype(np.float32), cached=False)
+        assert tiles.n_tiles == 6
+        for expected_reads, expected_kernels in ((["get"], {"dkpca_exp_minus"}),
+                                                 ([], {"dkpca_exp_minus_exp"})):
+            reads.clear()
+            kernels.clear()
+            product = tiles.matmul(to_device(V, "cuda"))
+            assert reads == expected_reads and set(kernels) == expected_kernels
+            np.testing.assert_allclose(product.get(), expected, rtol=1e-5)

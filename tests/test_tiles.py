@@ -19,17 +19,21 @@ from sklearn.preprocessing import KernelCenterer, StandardScaler
 
 from dkpca import KernelPCA
 from dkpca._kernel_solvers import resolve_cache_dtype
+from dkpca._tile_layout import deal_stripes, stripe_pairs
 from dkpca.blocked import center_columns
 from dkpca.kernels import RBF, Linear, Polynomial, Sigmoid
 from dkpca.options import Randomized
 from dkpca.tiles import (
+    KernelTiles,
     StoredTile,
     balanced_tile_rows,
     cache_kernel_tiles,
     cache_memory_budget,
     cached_kernel_bytes,
     evaluate_tile,
+    striped_kernel_bytes,
     symmetric_kernel_product,
+    tile_layout,
 )
 
 KERNELS = [RBF(gamma=0.2), Polynomial(2, 0.3, 1.0), Linear(), Sigmoid(0.01, 0.5),
@@ -447,6 +451,85 @@ def test_in_memory_data_is_sent_once_never_inside_a_graph(process_client, caplog
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stripes_return_each_row_once_and_equal_the_symmetric_layout(process_client,
+                                                                     monkeypatch, dtype):
+    # 10 row blocks: both layouts cut the same tiles, so the products must agree bit for bit
+    # (a tile between two stripes is the same tile for both workers; sums are double-doubles).
+    import dask
+
+    import dkpca.tiles
+
+    X = np.random.default_rng(0).normal(size=(3_000, 8))
+    V = np.random.default_rng(1).normal(size=(3_000, 4))
+    returned = []
+    sum_partials = dkpca.tiles._sum_partials
+    monkeypatch.setattr(dkpca.tiles, "_sum_partials", lambda n, partials: returned.append(
+        sum(len(high) for _, high, _ in partials)) or sum_partials(n, partials))
+    products, tiles = {}, {}
+    for layout in ("stripes", "symmetric"):
+        with dask.config.set({"dkpca.tile-layout": layout}):
+            tiles[layout] = cache_kernel_tiles(RBF(gamma=0.1), X, dtype=dtype,
+                                               block_bytes=300 * 300 * np.dtype(dtype).itemsize)
+        returned.clear()
+        products[layout] = tiles[layout].matmul(V)
+        assert tiles[layout].layout == layout and len(tiles[layout].bounds) == 10
+        assert returned == [3_000] if layout == "stripes" else returned[0] > 4_000
+    np.testing.assert_array_equal(products["stripes"], products["symmetric"])
+    np.testing.assert_array_equal(tiles["stripes"].row_sums, tiles["symmetric"].row_sums)
+    assert tiles["stripes"].trace == tiles["symmetric"].trace
+    itemsize = np.dtype(dtype).itemsize
+    assert tiles["stripes"].nbytes == striped_kernel_bytes(3_000, 300, [1, 1], itemsize)
+    assert tiles["symmetric"].nbytes == cached_kernel_bytes(3_000, itemsize,
+                                                            300 * 300 * itemsize)
+    exact = RBF(gamma=0.1).pairwise(X) @ V
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(products["stripes"], exact, rtol=rtol, atol=rtol * 10)
+
+
+@pytest.mark.distributed
+def test_auto_layout_uses_stripes_only_where_they_fit(monkeypatch):
+    import dkpca._tile_layout
+
+    monkeypatch.setattr(dkpca._tile_layout, "STRIPES_MIN_HOLDERS", 4)
+    X = np.random.default_rng(0).normal(size=(3_000, 8))
+    kwargs = {"block_bytes": 300 * 300 * 8, "dtype": np.dtype(np.float64)}
+    with (distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=False,
+                                   dashboard_address=":0") as cluster,
+          distributed.Client(cluster)):
+        tiles = KernelTiles(RBF(gamma=0.1), X, **kwargs, max_memory=2**40)
+        assert tiles.layout == "stripes" and len(tiles.bounds) % 4 == 0  # equal stripes
+        striped = tiles.nbytes
+        rows = tiles.bounds[0][1]
+        assert striped == striped_kernel_bytes(3_000, rows, [1] * 4, 8)
+        assert cached_kernel_bytes(3_000, 8, 300 * 300 * 8) < striped < 2 * 3_000**2 * 8 / 2
+        tiles = KernelTiles(RBF(gamma=0.1), X, **kwargs, max_memory=striped - 1)
+        assert tiles.layout == "symmetric"  # a kernel that fits once is still cached
+        streamed = KernelTiles(RBF(gamma=0.1), X, **kwargs, cached=False)
+        assert streamed.layout == "symmetric"  # streamed tiles would be evaluated twice a pass
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                   dashboard_address=":0") as cluster,
+          distributed.Client(cluster)):
+        assert KernelTiles(RBF(gamma=0.1), X, **kwargs).layout == "symmetric"  # too few
+
+
+def test_stripes_deal_whole_row_blocks_by_threads():
+    bounds = [(k * 10, k * 10 + 10) for k in range(12)]
+    stripes = deal_stripes(bounds, [2, 1, 1])
+    assert stripes == [range(6), range(6, 9), range(9, 12)]
+    for stripe in stripes:
+        pairs = stripe_pairs(stripe, 12)
+        assert all(i <= j and (i in stripe or j in stripe) for i, j in pairs)
+        assert len(pairs) == sum(1 for i in range(12) for j in range(i, 12)
+                                 if i in stripe or j in stripe)
+    with pytest.raises(ValueError, match="dkpca.tile-layout must be one of"):
+        import dask
+
+        with dask.config.set({"dkpca.tile-layout": "rows"}):
+            tile_layout()
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_any_layout_of_holders_gives_the_threaded_result(dtype):
     import dask
 
@@ -455,10 +538,11 @@ def test_any_layout_of_holders_gives_the_threaded_result(dtype):
               "block_size": 500 * 500 * 8}
     with dask.config.set(scheduler="threads", num_workers=2):
         threaded = KernelPCA(5, **kwargs).fit(X)
-    for workers, threads in [(1, 2), (2, 1), (3, 1)]:
+    for workers, threads, layout in [(1, 2, "auto"), (2, 1, "auto"), (3, 1, "symmetric"),
+                                     (3, 1, "stripes")]:
         with (distributed.LocalCluster(n_workers=workers, threads_per_worker=threads,
                                        processes=False, dashboard_address=":0") as cluster,
-              distributed.Client(cluster)):
+              distributed.Client(cluster), dask.config.set({"dkpca.tile-layout": layout})):
             on_cluster = KernelPCA(5, **kwargs).fit(X)
         # Products are summed as double-doubles, so no summation order enters; tiles made by
         # another thread can still differ in a last bit, which the Krylov iteration amplifies.
@@ -519,3 +603,27 @@ def test_ten_consecutive_fits_on_two_worker_processes(process_client):
     for _ in range(10):
         again = KernelPCA(5, **kwargs).fit(X)
         np.testing.assert_allclose(again.eigenvalues_, reference.eigenvalues_, rtol=1e-10)
+
+
+@pytest.mark.parametrize(("gamma", "near_one"), [(3.0, False), (1e-6, True)])
+@pytest.mark.parametrize("diagonal", [True, False])
+def test_a_streamed_tile_is_the_kernel_less_its_shift(gamma, near_one, diagonal):
+    # Streamed exponential tiles take exp's form and the shift from a subsample and apply both
+    # in one pass (dkpca._fused); they must hold what a cached tile of the same blocks holds,
+    # K less a shift, to float32 rounding of the stored values, the diagonal exactly 1.
+    rng = np.random.default_rng(4)
+    Xi = rng.normal(size=(300, 4))
+    Xj = Xi if diagonal else rng.normal(size=(250, 4))
+    kernel = RBF(gamma=gamma)
+    float32 = np.dtype(np.float32)
+    tile = StoredTile.evaluate(kernel, Xi, Xj, float32, diagonal, statistics=False)
+    cached = StoredTile.evaluate(kernel, Xi, Xj, float32, diagonal)
+    assert tile.values.dtype == np.float32 and (tile.shift > 0.5) == near_one
+    streamed_kernel = tile.values.astype(np.float64) + tile.shift
+    cached_kernel = cached.values.astype(np.float64) + cached.shift
+    ulp = np.finfo(np.float32).eps * max(np.abs(tile.values).max(), np.abs(cached.values).max())
+    assert np.abs(streamed_kernel - cached_kernel).max() <= 2 * ulp
+    if diagonal:
+        np.testing.assert_allclose(np.diag(streamed_kernel), 1.0, rtol=0, atol=ulp)
+        assert tile.values[0, 0] == np.float32(1 - float(near_one)) - np.float32(
+            tile.shift - float(near_one))

@@ -347,6 +347,20 @@ class ExponentialKernel(Kernel):
         """Return ``exp(E) - c`` and ``c`` (1 where most entries are near 1, else 0)."""
         return _exp_with_offset(self._exponent(X, Y))
 
+    def exponent(self, X: Block, Y: Block | None = None) -> np.ndarray:
+        """Return the exponent block ``E(X[i], Y[j])``, so that ``K = exp(E)``.
+
+        For callers that fuse ``exp`` with later steps (the GPU's streamed tiles).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dkpca.kernels import RBF
+        >>> RBF(gamma=0.5).exponent(np.zeros((1, 1)), np.full((1, 1), 2.0))
+        array([[-2.]])
+        """
+        return self._exponent(X, Y)
+
     def diag(self, X: Block) -> np.ndarray:
         """Return ones: ``exp(E(x, x)) = exp(0)``."""
         X = self._diag_blocks(X)

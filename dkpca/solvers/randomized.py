@@ -100,7 +100,7 @@ class _CenteredKernelOperator:
         source = X if source is None else source
         cached = cached_kernel_bytes(n, dtype.itemsize, block_bytes) <= max_memory
         self.tiles = KernelTiles(kernel, source, block_bytes=block_bytes, dtype=dtype,
-                                 cached=cached)
+                                 cached=cached, max_memory=max_memory)
         if cached:
             self.row_means: np.ndarray | None = self.tiles.row_sums / n
             check_finite_kernel(self.row_means, X, owner)
