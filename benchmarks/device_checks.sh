@@ -9,6 +9,7 @@
 #   <prefix> bash benchmarks/device_checks.sh cores      # 16-core scaling and MDD, no GPU needed
 #   <prefix> bash benchmarks/device_checks.sh first      # one call: the most telling of each
 #   <prefix> bash benchmarks/device_checks.sh rest       # a shorter second call: what first omits
+#   <prefix> bash benchmarks/device_checks.sh fused      # fused streamed GPU tiles; stripes
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -55,12 +56,19 @@ case "$part" in
     run 200 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 80
     ;;
+  fused)  # the streamed GPU tile in one elementwise pass, nothing read back; striped tiles
+    run 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_fused.py tests/test_gpu.py \
+      -k "device_pass or fit_equals or krylov"
+    run 60 "$PY" benchmarks/bench_gpu.py --stream-probe
+    run 200 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 190
+    run 170 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 8x2 8x2:symmetric
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused}" >&2
     exit 2
     ;;
 esac
