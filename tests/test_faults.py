@@ -168,12 +168,16 @@ def _cached_fit(train: Path) -> dkpca.KernelPCA:
     return model.fit(da.from_zarr(train))
 
 
-def test_cached_tiles_of_a_killed_worker_are_recomputed(client, arrays, monkeypatch):
+@pytest.mark.parametrize("layout", ["symmetric", "stripes"])
+def test_cached_tiles_of_a_killed_worker_are_recomputed(client, arrays, monkeypatch, layout):
     # Between two Krylov passes, SIGKILL a worker process that holds cached kernel tiles. Its
     # tiles are lost; they are evaluated again on a live worker for the next product, and the
-    # fit ends with the undisturbed result.
+    # fit ends with the undisturbed result, in either layout (a stripe keeps its rows).
+    import dask
+
     from dkpca.tiles import KernelTiles
 
+    monkeypatch.setitem(dask.config.config.setdefault("dkpca", {}), "tile-layout", layout)
     train, _ = arrays
     reference = _cached_fit(train)
     client.wait_for_workers(2, timeout=TIMEOUT)
@@ -181,6 +185,7 @@ def test_cached_tiles_of_a_killed_worker_are_recomputed(client, arrays, monkeypa
     original, passes, killed = KernelTiles.matmul, [], {}
 
     def matmul_after_a_kill(self, V):
+        assert self.layout == layout
         passes.append(V.shape)
         if len(passes) == 3:
             holders = client.who_has(distributed.futures_of(self.states))
