@@ -2,27 +2,27 @@
 
 A *holder* is a place where tiles live and are multiplied: each worker of a ``distributed``
 cluster, or this process under the local schedulers (the one-holder case of the same design).
-The upper tiles of the training kernel are dealt to the holders in contiguous runs of the
-row-major order, balanced by bytes; each holder evaluates its tiles once with all of its threads
+The upper tiles of the training kernel are dealt to the holders (see
+:mod:`dkpca._tile_layout`); each holder evaluates its tiles once with all of its threads
 (cached mode) and keeps them, or keeps the data rows they need and evaluates them again every
 pass (streamed mode). A pass then costs:
 
 * **communication proportional to holders, not tiles**: ``V`` (``n × b``) is sent once to each
   worker, each worker multiplies all of its tiles and sums its partial products locally, and the
-  client receives one partial per worker (rows ``lo:n``, the rows its tiles touch) and adds them;
+  client receives one partial per worker and places or adds them;
 * **O(holders) tasks**, whatever the number of tiles: the scheduler's per-task cost and the
   tree of partial sums between workers that one task per tile needed are gone;
 * **every core busy without oversubscription**: inside a holder, its ``T`` threads take tiles
   from one queue (largest first) and run single-threaded BLAS on them; products are added into
   one ``n × b`` buffer under a lock per row block.
 
-Layout trade-off (symmetric storage with a final sum): each holder stores only upper tiles, so
-the cluster holds ``n² / 2`` entries in all, half of what owning whole row stripes (both halves
-of each symmetric pair) would take, at the price of returning partials that overlap: with the
-row-major deal, holder ``h`` returns rows ``lo_h:n``, about ``2/3 · W · n · b`` values a pass for
-``W`` workers instead of ``n · b``. Memory is the scarcer resource (it decides between cached
-and streamed, a factor of ``d`` in time); the bytes are a few ``n × b`` arrays.
-
+Two layouts (:func:`dkpca.tiles.tile_layout`). **Symmetric**: each upper tile is held once (the
+cluster holds ``n² / 2`` entries), dealt in contiguous runs of the row-major order; holder ``h``
+returns rows ``lo_h:n``, the rows its tiles touch, which overlap: about ``2/3 · W · n · b``
+values a pass for ``W`` workers, added on the client. **Stripes**: holder ``h`` owns whole row
+blocks (:attr:`HolderState.stripe`) and holds every upper tile that touches them, so a tile
+between two stripes is held (and evaluated) by both; each uses the one product that falls in
+its rows and returns only those, ``n · b`` values a pass in all, at up to twice the memory.
 A holder lost between passes (a killed worker) is rebuilt: the pass that finds its tiles gone
 evaluates them again on a live worker from the engine's own copy of the data rows, then runs.
 

@@ -4,8 +4,9 @@ Kernel PCA's iterative solver needs ``K V`` for the symmetric training kernel ``
 many times. The matrix is cut into square tiles (:func:`balanced_tile_rows`) and only the tiles
 on and above the diagonal are used: tile ``(i, j)`` serves both ``K_ij V_j`` and ``K_ijᵀ V_i``.
 The tiles are dealt to *holders* (each worker of a ``distributed`` cluster, or this process
-under the local schedulers), see :mod:`dkpca._tile_holders`: a product is one task per holder,
-which multiplies all of its tiles with all of its threads and returns one partial. Two modes:
+under the local schedulers), see :mod:`dkpca._tile_holders`, in one of two layouts (each upper
+tile held once, or row stripes: :func:`tile_layout`): a product is one task per holder, which
+multiplies all of its tiles with all of its threads and returns one partial. Two modes:
 
 * **cached** (:func:`cache_kernel_tiles`): each holder evaluates its tiles once and keeps them;
   the client only ever holds ``n × b`` arrays;
