@@ -43,7 +43,8 @@ LAYOUT_KEY = "dkpca.tile-layout"
 #: Fewest holders for which the ``"auto"`` layout uses stripes. On 16 cores (100,000 × 64,
 #: BENCHMARKS.md §8) the symmetric layout kept 2 × 8 and 4 × 4 within 1.10 of the threaded
 #: fit and pass, while stripes made the 4 × 4 fit 1.22 (the tiles between stripes evaluated
-#: twice); at 8 × 2 stripes brought the pass from 1.72 to 1.19 and the fit from 1.58 to 1.34.
+#: twice); at 8 × 2 stripes brought the pass from 1.72 to 1.19 and the fit from 1.58 to 1.34
+#: (the symmetric figures from the H200 machine of an earlier session: no machine ran both).
 STRIPES_MIN_HOLDERS = 8
 
 #: Tiles per scheduler thread that the cache and the streamed product aim for (smaller tiles
@@ -170,6 +171,8 @@ def tile_layout() -> str:
       that touches it, so the tiles between two stripes are evaluated and held twice; it
       returns only its own rows, which the client places. Memory up to ``n²`` entries (once
       more the tiles' evaluation); per pass ``n · b`` values come back, nothing to add.
+      Asked for by name, stripes are used for cached tiles on any number of holders above
+      one, without checking them against the memory budget.
     * ``"auto"`` (the default): stripes when there are at least
       :data:`STRIPES_MIN_HOLDERS` holders (workers) and the striped tiles fit the memory
       budget, else symmetric. One holder (the threaded scheduler) and streamed tiles always
