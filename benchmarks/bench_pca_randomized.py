@@ -49,6 +49,10 @@ counters are reset and the fit is timed. The methods:
 * ``read``: the Zarr read rate: every chunk read and decoded once by the workers, best of 3,
   on the same cluster configuration.
 
+``--numpy-hugepages off`` starts the workers with ``NUMPY_MADVISE_HUGEPAGE=0`` (the read rate
+and every fit alike): numpy then no longer asks for transparent huge pages for its large arrays,
+which on a node whose memory is full of page cache stall in compaction (BENCHMARKS.md §11).
+
 *bound* is ``passes × array bytes / read rate`` (with the measured passes); *fit / bound* its
 ratio. Memory: *client* is the peak resident set size of the fitting process minus the one
 before the fit (psutil, every 5 ms); *largest worker* the peak resident set size of the
@@ -306,10 +310,13 @@ _OPTIONS: dict[str, Any] = {}
 
 
 def _cluster_kwargs(nbytes: int, workers: int, threads: int, fraction: float,
-                    directory: str) -> dict[str, Any]:
+                    directory: str, hugepages: str = "default") -> dict[str, Any]:
+    # numpy marks large arrays for transparent huge pages (MADV_HUGEPAGE); on a node whose
+    # memory is full of page cache each such fault can stall in compaction (BENCHMARKS.md §11)
+    env = {"NUMPY_MADVISE_HUGEPAGE": "0"} if hugepages == "off" else {}
     return {"n_workers": workers, "threads_per_worker": threads, "processes": True,
             "memory_limit": int(fraction * nbytes / workers), "dashboard_address": ":0",
-            "local_directory": directory}
+            "local_directory": directory, "env": env}
 
 
 def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[str, Any],
@@ -529,7 +536,7 @@ def run_dense(args: argparse.Namespace) -> Iterator[str]:
              for method in args.unlimited_methods]
     with tempfile.TemporaryDirectory(prefix="dkpca-bench-") as directory:
         cluster = _cluster_kwargs(nbytes, args.workers, args.threads, args.memory_fraction,
-                                  directory)
+                                  directory, args.numpy_hugepages)
         for label, method, limited, power in runs:
             started = time.perf_counter()
             needed = 2.5 * nbytes * (2 if method == "dask-ml-tuned" else 1)
@@ -552,7 +559,7 @@ def run_dense(args: argparse.Namespace) -> Iterator[str]:
     yield (f"Dense {n:,} × {d:,} float32 from Zarr ({nbytes / 1e9:.1f} GB, chunks {chunk} × "
            f"{chunk}); LocalCluster {args.workers} × {args.threads} thread(s), memory_limit "
            f"{cluster['memory_limit'] / 2**30:.2f} GiB each ({args.memory_fraction:g} of the "
-           f"array together)\n")
+           f"array together); numpy huge pages in the workers: {args.numpy_hugepages}\n")
     yield dense_report(records, nbytes)
     if args.json:
         _JSON["dense"] = records
@@ -627,6 +634,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="rows per block for dkpca-dask")
     parser.add_argument("--sparse-methods", nargs="+", choices=SPARSE_METHODS,
                         default=list(SPARSE_METHODS))
+    parser.add_argument("--numpy-hugepages", choices=("default", "off"), default="default",
+                        help="off: the workers run with NUMPY_MADVISE_HUGEPAGE=0 (read rate "
+                             "and fits alike)")
     parser.add_argument("--reference-json", default=None,
                         help="take the dense reference from this earlier --json (same store)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per fit")
