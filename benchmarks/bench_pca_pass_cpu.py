@@ -74,10 +74,6 @@ def _accounted_passes() -> None:
         setattr(_CentredOperator, name, wrapped)
 
 
-def _touch(block: np.ndarray) -> np.ndarray:
-    return np.zeros((1, 1), dtype=block.dtype)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("store")
@@ -87,14 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numpy-hugepages", choices=("default", "off"), default="default")
     args = parser.parse_args(argv)
 
+    from bench_pca_randomized import _touch, worker_env  # this script's folder is on the path
     from distributed import Client, LocalCluster, get_task_stream
 
     import dkpca
 
-    env = {"NUMPY_MADVISE_HUGEPAGE": "0"} if args.numpy_hugepages == "off" else {}
     _accounted_passes()
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
-                      processes=True, dashboard_address=None, env=env) as cluster, \
+                      processes=True, dashboard_address=None,
+                      env=worker_env(args.numpy_hugepages)) as cluster, \
             Client(cluster):
         X = da.from_zarr(args.store)
         print(f"{X.shape} {X.dtype}, chunks {X.chunksize}; numpy huge pages in the workers: "

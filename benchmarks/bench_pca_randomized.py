@@ -51,7 +51,7 @@ counters are reset and the fit is timed. The methods:
 
 ``--numpy-hugepages off`` starts the workers with ``NUMPY_MADVISE_HUGEPAGE=0`` (the read rate
 and every fit alike): numpy then no longer asks for transparent huge pages for its large arrays,
-which on a node whose memory is full of page cache stall in compaction (BENCHMARKS.md §11).
+whose faults can stall in compaction on a node full of page cache (BENCHMARKS.md §11).
 
 *bound* is ``passes × array bytes / read rate`` (with the measured passes); *fit / bound* its
 ratio. Memory: *client* is the peak resident set size of the fitting process minus the one
@@ -309,14 +309,20 @@ def _dense_fit(method: str, X: Any) -> tuple[np.ndarray, int | None, dict[str, A
 _OPTIONS: dict[str, Any] = {}
 
 
+def worker_env(hugepages: str) -> dict[str, str]:
+    """The workers' environment for ``--numpy-hugepages`` (``"default"`` or ``"off"``).
+
+    numpy marks its large arrays for transparent huge pages (``MADV_HUGEPAGE``); on a node whose
+    memory is full of page cache such a fault can stall in compaction (BENCHMARKS.md §11).
+    """
+    return {"NUMPY_MADVISE_HUGEPAGE": "0"} if hugepages == "off" else {}
+
+
 def _cluster_kwargs(nbytes: int, workers: int, threads: int, fraction: float,
                     directory: str, hugepages: str = "default") -> dict[str, Any]:
-    # numpy marks large arrays for transparent huge pages (MADV_HUGEPAGE); on a node whose
-    # memory is full of page cache each such fault can stall in compaction (BENCHMARKS.md §11)
-    env = {"NUMPY_MADVISE_HUGEPAGE": "0"} if hugepages == "off" else {}
     return {"n_workers": workers, "threads_per_worker": threads, "processes": True,
             "memory_limit": int(fraction * nbytes / workers), "dashboard_address": ":0",
-            "local_directory": directory, "env": env}
+            "local_directory": directory, "env": worker_env(hugepages)}
 
 
 def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[str, Any],
