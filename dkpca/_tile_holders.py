@@ -23,6 +23,9 @@ values a pass for ``W`` workers, added on the client. **Stripes**: holder ``h`` 
 blocks (:attr:`HolderState.stripe`) and holds every upper tile that touches them, so a tile
 between two stripes is held (and evaluated) by both; each uses the one product that falls in
 its rows and returns only those, ``n · b`` values a pass in all, at up to twice the memory.
+A partial that no other overlaps (a stripe, or the one holder's) is rounded where it is made:
+one float64 array comes back instead of a double-double pair, half the bytes, the same
+numbers.
 A holder lost between passes (a killed worker) is rebuilt: the pass that finds its tiles gone
 evaluates them again on a live worker from the engine's own copy of the data rows, then runs.
 
@@ -290,14 +293,16 @@ def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
     high[...] = total
 
 
-def state_product(state: HolderState, V: np.ndarray,
-                  threads: int) -> tuple[int, np.ndarray, np.ndarray]:
+def state_product(state: HolderState, V: np.ndarray, threads: int,
+                  exclusive: bool = False) -> tuple[int, Any, Any]:
     """Multiply every held tile by ``V``: ``(lo, high, low)``.
 
     Rows ``lo:hi`` of the product (its stripe, or every row its tiles touch), as a
     double-double sum ``high + low`` (see :func:`two_sum_into`), on the holder's device when
     ``V`` is on a GPU (a holder in this process, whose Krylov basis stays there), else on the
-    host.
+    host. ``exclusive``: no other holder's partial overlaps these rows, so the sum is rounded
+    here, ``(lo, high + low, None)``: the same numbers as rounding after the transfer, in
+    half the bytes.
     """
     lo = state.lo
     shape = (state.hi - lo, V.shape[1])
@@ -348,6 +353,9 @@ def state_product(state: HolderState, V: np.ndarray,
         found = to_host(array_module(*forms.values()).stack(
             [array_module(f).asarray(f, dtype=bool) for f in forms.values()]))
         state.forms.update(zip(forms, (bool(f) for f in found), strict=True))
+    if exclusive:
+        high += low
+        low = None
     if keep_on_device:
         return lo, high, low
-    return lo, to_host(high), to_host(low)
+    return lo, to_host(high), None if low is None else to_host(low)

@@ -151,6 +151,8 @@ class KernelTiles:
         self.holders: list[Holder] = [h for h, _, _ in plan.kept]
         self._pairs = [p for _, p, _ in plan.kept]
         self._stripes = [stripe for _, _, stripe in plan.kept]
+        # partials that no other overlaps are rounded by their holders (half the bytes back)
+        self._exclusive = self.layout == "stripes" or len(self.holders) == 1
         self._source = self._source_blocks(X, rows)
         self.states: list = [self._build(h, p, stripe) for h, p, stripe in plan.kept]
         if self._client is None:  # the states hold what they need; only a cluster recovers
@@ -228,7 +230,7 @@ class KernelTiles:
         """
         if self._client is None:  # in this process: the product is where V is
             V = array_module(V).ascontiguousarray(V, dtype=np.float64)
-            partials = [state_product(state, V, h.nthreads)
+            partials = [state_product(state, V, h.nthreads, self._exclusive)
                         for h, state in zip(self.holders, self.states, strict=True)]
         else:
             partials = self._distributed_product(np.ascontiguousarray(to_host(V),
@@ -258,8 +260,8 @@ class KernelTiles:
         # same, but logs an event that distributed cannot serialise).
         copies = client.sync(_scatter_to_each, client, V, addresses, direct)
         return client.gather([
-            client.submit(state_product, state, copy, h.nthreads, workers=[h.address],
-                          allow_other_workers=True, pure=False)
+            client.submit(state_product, state, copy, h.nthreads, self._exclusive,
+                          workers=[h.address], allow_other_workers=True, pure=False)
             for h, state, copy in zip(self.holders, self.states, copies, strict=True)],
             direct=direct)
 
@@ -323,16 +325,24 @@ async def _scatter_to_each(client: Any, V: np.ndarray, addresses: list[str],
         for address in addresses)))
 
 
-def _sum_partials(n: int, partials: list[tuple[int, np.ndarray, np.ndarray]]) -> np.ndarray:
+def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
     """Add the holders' double-double partials (rows ``lo:lo + len`` each) and round the total.
 
     A partial over rows no earlier one touched is copied (a sum into zeros would give it bit
     for bit, at the cost of a double-double pass): stripes, which do not overlap, are only
     placed. The others are added with :func:`two_sum_into`, so the result does not depend on
-    their order.
+    their order. Partials rounded by their holders (``low`` is ``None``: no other overlaps
+    them, see :func:`state_product`) are placed as they are; one over every row is the result.
     """
     xp = array_module(partials[0][1])
     shape = (n, *partials[0][1].shape[1:])
+    if all(part_low is None for _, _, part_low in partials):
+        if len(partials) == 1 and partials[0][0] == 0 and len(partials[0][1]) == n:
+            return partials[0][1]
+        total = xp.zeros(shape)
+        for lo, part, _ in partials:
+            total[lo : lo + len(part)] = part
+        return total
     high, low = xp.zeros(shape), xp.zeros(shape)
     touched = np.zeros(n, dtype=bool)
     for lo, part_high, part_low in partials:

@@ -464,7 +464,8 @@ def test_stripes_return_each_row_once_and_equal_the_symmetric_layout(process_cli
     returned = []
     sum_partials = dkpca.tiles._sum_partials
     monkeypatch.setattr(dkpca.tiles, "_sum_partials", lambda n, partials: returned.append(
-        sum(len(high) for _, high, _ in partials)) or sum_partials(n, partials))
+        (sum(len(high) for _, high, _ in partials), [low is None for *_, low in partials]))
+        or sum_partials(n, partials))
     products, tiles = {}, {}
     for layout in ("stripes", "symmetric"):
         with dask.config.set({"dkpca.tile-layout": layout}):
@@ -473,7 +474,11 @@ def test_stripes_return_each_row_once_and_equal_the_symmetric_layout(process_cli
         returned.clear()
         products[layout] = tiles[layout].matmul(V)
         assert tiles[layout].layout == layout and len(tiles[layout].bounds) == 10
-        assert returned == [3_000] if layout == "stripes" else returned[0] > 4_000
+        # stripes come back rounded (one float64 array each); overlapping partials do not
+        if layout == "stripes":
+            assert returned == [(3_000, [True, True])]
+        else:
+            assert returned[0][0] > 4_000 and returned[0][1] == [False, False]
     np.testing.assert_array_equal(products["stripes"], products["symmetric"])
     np.testing.assert_array_equal(tiles["stripes"].row_sums, tiles["symmetric"].row_sums)
     assert tiles["stripes"].trace == tiles["symmetric"].trace
@@ -565,6 +570,27 @@ def test_double_double_sums_do_not_depend_on_order():
     assert not np.array_equal(*plain)  # plain float64 sums do depend on the order
     np.testing.assert_array_equal(totals[0], totals[1])
     np.testing.assert_array_equal(totals[0], totals[2])
+
+
+def test_a_partial_no_other_overlaps_is_rounded_where_it_is_made():
+    """The one holder's partial comes back as one float64 array: the same numbers, half the bytes."""
+    import dask
+
+    from dkpca._tile_holders import state_product
+
+    rng = np.random.default_rng(3)
+    X, V = rng.normal(size=(900, 5)), rng.normal(size=(900, 3))
+    with dask.config.set(scheduler="threads"):  # this process, whatever client another test left
+        tiles = cache_kernel_tiles(RBF(gamma=0.3), X, dtype="float32",
+                                   block_bytes=300 * 300 * 4)
+    assert len(tiles.holders) == 1 and len(tiles.bounds) == 3
+    lo, high, low = state_product(tiles.states[0], V, 2)
+    rounded_lo, rounded, none = state_product(tiles.states[0], V, 2, exclusive=True)
+    assert lo == rounded_lo == 0 and low is not None and none is None
+    np.testing.assert_array_equal(rounded, high + low)
+    np.testing.assert_array_equal(tiles.matmul(V), high + low)
+    np.testing.assert_allclose(tiles.matmul(V), RBF(gamma=0.3).pairwise(X) @ V, rtol=1e-5,
+                               atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
