@@ -7,7 +7,8 @@ and then for each Krylov pass of ``dkpca.PCA(10, solver="randomized")`` (``--max
 passes), the wall time, the machine's user, system and iowait CPU seconds, and the kernel's
 counters of page faults, transparent-huge-page faults and compaction stalls
 (``/proc/vmstat``; Linux only). At the end: the compute seconds per task kind from dask's task
-stream. ``--numpy-hugepages off`` starts the workers with ``NUMPY_MADVISE_HUGEPAGE=0``.
+stream. ``--numpy-hugepages off`` starts the workers with ``NUMPY_MADVISE_HUGEPAGE=0``, and
+``--malloc reuse`` with glibc keeping freed blocks (see ``bench_pca_randomized.worker_env``).
 
 One machine-wide account, so run it on a quiet machine; the store should not fit the page
 cache, or the reads are memory copies.
@@ -81,21 +82,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-iter", type=int, default=3, help="Krylov passes at most")
     parser.add_argument("--reads", type=int, default=1, help="plain reads before the fit")
     parser.add_argument("--numpy-hugepages", choices=("default", "off"), default="default")
+    parser.add_argument("--malloc", choices=("dask", "reuse"), default="dask")
     args = parser.parse_args(argv)
 
-    from bench_pca_randomized import _touch, worker_env  # this script's folder is on the path
+    # this script's folder is on the path
+    from bench_pca_randomized import _touch, spawned_with, worker_env
     from distributed import Client, LocalCluster, get_task_stream
 
     import dkpca
 
     _accounted_passes()
-    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
-                      processes=True, dashboard_address=None,
-                      env=worker_env(args.numpy_hugepages)) as cluster, \
-            Client(cluster):
+    with (spawned_with(worker_env(args.numpy_hugepages, args.malloc)),
+          LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
+                       processes=True, dashboard_address=None) as cluster, Client(cluster)):
         X = da.from_zarr(args.store)
         print(f"{X.shape} {X.dtype}, chunks {X.chunksize}; numpy huge pages in the workers: "
-              f"{args.numpy_hugepages}", flush=True)
+              f"{args.numpy_hugepages}; malloc: {args.malloc}", flush=True)
         for read in range(args.reads):
             with accounted(f"read {read + 1}"):
                 X.map_blocks(_touch, chunks=(1, 1)).sum().compute()

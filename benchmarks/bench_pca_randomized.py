@@ -52,6 +52,9 @@ counters are reset and the fit is timed. The methods:
 ``--numpy-hugepages off`` starts the workers with ``NUMPY_MADVISE_HUGEPAGE=0`` (the read rate
 and every fit alike): numpy then no longer asks for transparent huge pages for its large arrays,
 whose faults can stall in compaction on a node full of page cache (BENCHMARKS.md §11).
+``--malloc reuse`` starts them with glibc keeping freed blocks (distributed's nanny otherwise
+sets ``MALLOC_TRIM_THRESHOLD_=65536``, and every decoded chunk faults in fresh pages). Both go
+through ``distributed.nanny.pre-spawn-environ``: a nanny's ``env`` comes too late for them.
 
 *bound* is ``passes × array bytes / read rate`` (with the measured passes); *fit / bound* its
 ratio. Memory: *client* is the peak resident set size of the fitting process minus the one
@@ -309,20 +312,42 @@ def _dense_fit(method: str, X: Any) -> tuple[np.ndarray, int | None, dict[str, A
 _OPTIONS: dict[str, Any] = {}
 
 
-def worker_env(hugepages: str) -> dict[str, str]:
-    """The workers' environment for ``--numpy-hugepages`` (``"default"`` or ``"off"``).
+#: ``--malloc reuse``: glibc serves blocks below 64 MiB from its heap and keeps what is freed.
+REUSE_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(64 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(2**32)}
+
+
+def worker_env(hugepages: str, malloc: str = "dask") -> dict[str, str]:
+    """The workers' environment for ``--numpy-hugepages`` and ``--malloc``.
 
     numpy marks its large arrays for transparent huge pages (``MADV_HUGEPAGE``); on a node whose
     memory is full of page cache such a fault can stall in compaction (BENCHMARKS.md §11).
+    distributed's nanny sets ``MALLOC_TRIM_THRESHOLD_=65536``, so glibc hands every freed block
+    back to the system and each decoded chunk faults in fresh pages; ``"reuse"`` keeps them.
     """
-    return {"NUMPY_MADVISE_HUGEPAGE": "0"} if hugepages == "off" else {}
+    env = {"NUMPY_MADVISE_HUGEPAGE": "0"} if hugepages == "off" else {}
+    return {**env, **(REUSE_MALLOC if malloc == "reuse" else {})}
+
+
+@contextlib.contextmanager
+def spawned_with(env: dict[str, str]) -> Iterator[None]:
+    """Give the worker processes started inside the block ``env`` from their first instruction.
+
+    A nanny's ``env`` argument is applied inside the worker after it has started, too late for
+    numpy and glibc, which read these variables once at start: they must go through
+    ``distributed.nanny.pre-spawn-environ``.
+    """
+    import dask
+
+    spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **env}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
+        yield
 
 
 def _cluster_kwargs(nbytes: int, workers: int, threads: int, fraction: float,
-                    directory: str, hugepages: str = "default") -> dict[str, Any]:
+                    directory: str) -> dict[str, Any]:
     return {"n_workers": workers, "threads_per_worker": threads, "processes": True,
             "memory_limit": int(fraction * nbytes / workers), "dashboard_address": ":0",
-            "local_directory": directory, "env": worker_env(hugepages)}
+            "local_directory": directory}
 
 
 def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[str, Any],
@@ -340,7 +365,8 @@ def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[
     X = da.from_array(store, chunks=chunks, name="store", asarray=False, inline_array=False,
                       meta=np.empty((0, 0), dtype=store.dtype))
     nbytes = X.nbytes
-    with LocalCluster(**cluster) as local, Client(local) as client:
+    with (spawned_with(options.get("worker_env", {})), LocalCluster(**cluster) as local,
+          Client(local) as client):
         pids = list(client.run(os.getpid).values())
         if method == "read":
             corner = X[: chunks[0], : chunks[1]]
@@ -542,7 +568,7 @@ def run_dense(args: argparse.Namespace) -> Iterator[str]:
              for method in args.unlimited_methods]
     with tempfile.TemporaryDirectory(prefix="dkpca-bench-") as directory:
         cluster = _cluster_kwargs(nbytes, args.workers, args.threads, args.memory_fraction,
-                                  directory, args.numpy_hugepages)
+                                  directory)
         for label, method, limited, power in runs:
             started = time.perf_counter()
             needed = 2.5 * nbytes * (2 if method == "dask-ml-tuned" else 1)
@@ -551,7 +577,8 @@ def run_dense(args: argparse.Namespace) -> Iterator[str]:
                 records[label] = {"status": f"skipped (needs {needed / 2**30:.0f} GiB free)"}
                 continue
             setup = {**cluster, "memory_limit": cluster["memory_limit"] if limited else 0}
-            options = {"dask_ml_power": args.dask_ml_power, "svd_power": power}
+            options = {"dask_ml_power": args.dask_ml_power, "svd_power": power,
+                       "worker_env": worker_env(args.numpy_hugepages, args.malloc)}
             records[label] = run_child(_dense_child, (method, str(path), setup, options),
                                        args.timeout)
             records[label]["memory_limit"] = setup["memory_limit"]
@@ -565,7 +592,8 @@ def run_dense(args: argparse.Namespace) -> Iterator[str]:
     yield (f"Dense {n:,} × {d:,} float32 from Zarr ({nbytes / 1e9:.1f} GB, chunks {chunk} × "
            f"{chunk}); LocalCluster {args.workers} × {args.threads} thread(s), memory_limit "
            f"{cluster['memory_limit'] / 2**30:.2f} GiB each ({args.memory_fraction:g} of the "
-           f"array together); numpy huge pages in the workers: {args.numpy_hugepages}\n")
+           f"array together); numpy huge pages in the workers: {args.numpy_hugepages}; "
+           f"malloc: {args.malloc}\n")
     yield dense_report(records, nbytes)
     if args.json:
         _JSON["dense"] = records
@@ -640,6 +668,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="rows per block for dkpca-dask")
     parser.add_argument("--sparse-methods", nargs="+", choices=SPARSE_METHODS,
                         default=list(SPARSE_METHODS))
+    parser.add_argument("--malloc", choices=("dask", "reuse"), default="dask",
+                        help="reuse: the workers' glibc keeps freed blocks (MALLOC_MMAP_THRESHOLD_ "
+                             "64 MiB, MALLOC_TRIM_THRESHOLD_ 4 GiB) instead of distributed's "
+                             "MALLOC_TRIM_THRESHOLD_=65536")
     parser.add_argument("--numpy-hugepages", choices=("default", "off"), default="default",
                         help="off: the workers run with NUMPY_MADVISE_HUGEPAGE=0 (read rate "
                              "and fits alike)")
