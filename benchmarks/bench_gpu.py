@@ -32,7 +32,10 @@ to the largest score).
 ``--landmarks``, 2,000 by default; uniform landmarks), whose one pass over the data evaluates
 ``k(x, L)`` on the GPU; ``arpack`` is skipped. ``--zarr PATH`` writes the standardised data
 (float32 with ``--float32``) to a Zarr store there once, and every fit reads it from there
-(``dask.array.from_zarr``, 100,000-row chunks): the fit time includes reading it.
+(``dask.array.from_zarr``, 100,000-row chunks): the fit time includes reading it. A second
+table splits each Nyström fit: the seconds until the landmarks were chosen (sampling them reads
+every chunk), the pass over the data (its own log line), the rest (``K_LL``, its inverse square
+root, the small eigenproblem), and, measured after the fit, one plain threaded read of the store.
 
 ``--stream-probe`` instead times one streamed tile of the GPU's size (1 GiB float32, off the
 diagonal) step by step: the whole tile as a pass handles it, the host's time to queue it, the
@@ -82,16 +85,24 @@ def _data(n: int, d: int) -> np.ndarray:
 
 
 class _Log(logging.Handler):
-    """Collects the randomized solver's pass times and whether it cached its tiles."""
+    """Collects the randomized solver's pass times and whether it cached its tiles.
+
+    For Nyström, it notes when the landmarks were chosen and the pass's own time.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.passes: list[float] = []
         self.mode = "?"
+        self.landmarks_at = self.nystrom_pass = float("nan")
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if message.startswith("kernel pass"):
+        if message.endswith("sampling"):  # "... landmarks by uniform sampling"
+            self.landmarks_at = time.perf_counter()
+        elif message.startswith("Nyström pass"):
+            self.nystrom_pass = float(message.rsplit(" in ", 1)[1].split()[0])
+        elif message.startswith("kernel pass"):
             self.passes.append(float(message.rsplit(":", 1)[1].split()[0]))
         elif message.startswith(("cached", "streaming")):
             self.mode = message.split()[0]
@@ -126,7 +137,8 @@ def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str |
     else:
         X = _data(n, d)
     log = _Log()
-    for name in ("dkpca.solvers.randomized", "dkpca.tiles"):
+    for name in ("dkpca.solvers.randomized", "dkpca.tiles", "dkpca.solvers._landmarks",
+                 "dkpca.solvers.nystrom"):
         logging.getLogger(name).addHandler(log)
         logging.getLogger(name).setLevel(logging.INFO)
     _fit_once(method, X[: max(2100, n // 10)], solver, landmarks)
@@ -142,13 +154,26 @@ def _child(method: str, n: int, d: int, solver: str, landmarks: int, zarr: str |
 
         pool = cupy.get_default_memory_pool().total_bytes() / 2**30
         rate = _gpu_gemm_rate()
+    landmarks_s = log.landmarks_at - start
+    read_s = _read_seconds(zarr) if zarr else float("nan")
     results.put({"seconds": seconds, "passes": len(log.passes),
+                 "landmarks_s": landmarks_s, "nystrom_pass_s": log.nystrom_pass,
+                 "read_s": read_s,
                  "pass_s": statistics.median(log.passes) if log.passes else float("nan"),
                  "mode": log.mode if method != "arpack" else "dense",
                  "eigenvalues": np.asarray(eigenvalues).tolist(),
                  "transform_diff": transform_diff,
                  "host_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                  "gpu_gib": pool, "gemm_rate": rate})
+
+
+def _read_seconds(zarr: str) -> float:
+    """Seconds to read (and decompress) the whole store on the threaded scheduler, summed."""
+    import dask.array as da
+
+    start = time.perf_counter()
+    da.from_zarr(zarr).sum(axis=0, dtype=np.float64).compute(scheduler="threads")
+    return time.perf_counter() - start
 
 
 def _gpu_gemm_rate() -> float:
@@ -361,6 +386,8 @@ def main() -> None:
                          f"{r['gemm_rate'] / 1e12:.1f}" if bound else "",
                          f"{r['pass_s'] / bound:.1f}" if bound and r["passes"] else "",
                          speedup])
+    if args.solver == "nystrom":
+        _print_nystrom_phases(runs)
     solver = (f"nystrom, {args.landmarks} landmarks" if args.solver == "nystrom"
               else "randomized")
     source = f", from Zarr ({'float32' if args.float32 else 'float64'})" if args.zarr else ""
@@ -369,6 +396,18 @@ def main() -> None:
                           "eigenvalue diff", "transform gpu vs cpu", "host peak GiB",
                           "GPU pool GiB", "GEMM TFLOP/s", "pass / bound",
                           "time / gpu time"], rows))
+
+
+def _print_nystrom_phases(runs: dict) -> None:
+    """Where each Nyström fit of the last size spent its time, beside a plain read of X."""
+    rows = [[method, f"{r['seconds']:.2f}", f"{r['landmarks_s']:.2f}",
+             f"{r['nystrom_pass_s']:.2f}",
+             f"{r['seconds'] - r['landmarks_s'] - r['nystrom_pass_s']:.2f}",
+             f"{r['read_s']:.2f}"]
+            for method, r in runs.items() if r["status"] == "ok"]
+    print("\nNyström phases (s): landmarks chosen (a read of X), the pass, the rest; and a "
+          "plain read of the store\n")
+    print(markdown_table(["method", "fit", "landmarks", "pass", "rest", "read alone"], rows))
 
 
 if __name__ == "__main__":

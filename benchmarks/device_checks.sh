@@ -10,6 +10,7 @@
 #   <prefix> bash benchmarks/device_checks.sh first      # one call: the most telling of each
 #   <prefix> bash benchmarks/device_checks.sh rest       # a shorter second call: what first omits
 #   <prefix> bash benchmarks/device_checks.sh fused      # fused streamed GPU tiles; stripes
+#   <prefix> bash benchmarks/device_checks.sh open       # one call: what stop 45 left open
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -33,6 +34,7 @@ run() {  # run LIMIT COMMAND...: print the command, run it under a time limit, n
 }
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
+lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))'
 case "$part" in
   tests)
     run 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py
@@ -63,12 +65,20 @@ case "$part" in
     run 200 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 190
     run 170 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 8x2 8x2:symmetric
     ;;
+  open)  # GPU tests; 8 x 2 with rounded stripes; Nystrom's phases; MDD on the GPU; 1,000,000
+    run 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
+    run 170 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 8x2 8x2:symmetric
+    run 150 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 80
+    run 90 "$PY" benchmarks/bench_selection.py --only threads --device cuda --repeats 1
+    run 120 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 110
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open}" >&2
     exit 2
     ;;
 esac

@@ -13,6 +13,7 @@ import sys
 
 import _cupy_standin
 import dask
+import dask.array as da
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
@@ -44,11 +45,22 @@ def _record_copies_to_gpu(cupy, monkeypatch) -> list[tuple[int, ...]]:
     return shapes
 
 
+def _record_copies_to_host(cupy, monkeypatch) -> list[tuple[int, ...]]:
+    """The shapes of the device arrays copied to the host from now on (``ndarray.get``)."""
+    shapes: list[tuple[int, ...]] = []
+    module = _cupy_standin if cupy is _cupy_standin else cupy
+    get = module.ndarray.get
+    monkeypatch.setattr(module.ndarray, "get",
+                        lambda self, *a, **k: shapes.append(self.shape) or get(self, *a, **k))
+    return shapes
+
+
 def _assert_same_fit(got: KernelPCA, want: KernelPCA, rtol: float) -> None:
     np.testing.assert_allclose(got.eigenvalues_, want.eigenvalues_, rtol=rtol)
-    signs = np.sign(np.sum(got.eigenvectors_ * want.eigenvectors_, axis=0))
-    np.testing.assert_allclose(got.eigenvectors_ * signs, want.eigenvectors_,
-                               atol=1e3 * rtol * np.abs(want.eigenvectors_).max())
+    got_vectors, want_vectors = np.asarray(got.eigenvectors_), np.asarray(want.eigenvectors_)
+    signs = np.sign(np.sum(got_vectors * want_vectors, axis=0))
+    np.testing.assert_allclose(got_vectors * signs, want_vectors,
+                               atol=1e3 * rtol * np.abs(want_vectors).max())
 
 
 @pytest.mark.parametrize(("cache_dtype", "rtol"), [("float32", 1e-6), ("float64", 1e-10)])
@@ -119,15 +131,7 @@ def test_a_model_fitted_on_the_gpu_saves_and_loads_as_any_other(cupy, blobs, tmp
 def test_the_krylov_basis_stays_on_the_gpu(cupy, blobs, monkeypatch, cached):
     # Per pass only scalars come back to the host (the residual, the scale); the n-row arrays
     # that do are the kernel's row means and the final eigenvectors, whatever the passes.
-    copies = []
-    if cupy is _cupy_standin:
-        get = _cupy_standin.ndarray.get
-        monkeypatch.setattr(_cupy_standin.ndarray, "get",
-                            lambda self: copies.append(self.shape) or get(self))
-    else:
-        get = cupy.ndarray.get
-        monkeypatch.setattr(cupy.ndarray, "get",
-                            lambda self, *a, **k: copies.append(self.shape) or get(self, *a, **k))
+    copies = _record_copies_to_host(cupy, monkeypatch)
     memory = {} if cached else {"max_memory": 1}
     model = _fit(blobs, "cuda", cache_dtype="float64", **memory)
     tall = [shape for shape in copies if shape and shape[0] == len(blobs)]  # not scalars
@@ -158,14 +162,18 @@ def test_gpu_and_cpu_transforms_of_one_model_agree(cupy, blobs, monkeypatch, sol
 @pytest.mark.parametrize(("dtype", "rtol"), [("float64", 1e-10), ("float32", 1e-5)])
 def test_the_nystrom_pass_runs_on_the_gpu(cupy, blobs, monkeypatch, dtype, rtol):
     # The pass over the data (k(x, L) in strips, its sums and scatter) runs on the GPU, each
-    # task's rows copied there; the model equals the CPU fit.
-    X = blobs.astype(dtype)
-    kwargs = {"solver": Nystrom(n_landmarks=300), "random_state": 0}
+    # task's rows copied there; the tasks' sums are added there and come back once; the model
+    # equals the CPU fit.
+    X = da.from_array(blobs.astype(dtype), chunks=len(blobs) // 4)
+    m = 300
+    kwargs = {"solver": Nystrom(n_landmarks=m), "random_state": 0}
     want = KernelPCA(6, **kwargs).fit(X)
     to_gpu = _record_copies_to_gpu(cupy, monkeypatch)
+    to_host = _record_copies_to_host(cupy, monkeypatch)
     with dask.config.set({"dkpca.device": "cuda", "scheduler": "threads"}):
         got = KernelPCA(6, **kwargs).fit(X)
     assert sum(shape[0] for shape in to_gpu if shape[1:] == (X.shape[1],)) >= len(X)
+    assert to_host.count((m + 2, m)) == 1, to_host
     _assert_same_fit(got, want, rtol)
 
 
