@@ -54,6 +54,7 @@ from ._device import (
     array_module,
     configured_device,
     device_free_bytes,
+    first_call_alone,
     import_cupy,
     is_device_array,
     to_device,
@@ -230,7 +231,8 @@ def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
 
     def evaluate(k: int) -> None:
         i, j = pairs[k]
-        tiles[k] = StoredTile.evaluate(kernel, rows[i], rows[j], dtype, i == j)
+        with first_call_alone(("tile", repr(kernel), dtype.str, i == j), device):
+            tiles[k] = StoredTile.evaluate(kernel, rows[i], rows[j], dtype, i == j)
 
     with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(evaluate, _largest_first(bounds, pairs)))
@@ -331,8 +333,15 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
         with locks[block]:
             two_sum_into(high[rows], low[rows], part, buffers.sums if buffers else None)
 
+    kernel_name = repr(state.kernel)
+
     def multiply(k: int) -> None:
         i, j = state.pairs[k]
+        key = ("tile product", kernel_name, state.dtype.str, i == j, state.tiles is None)
+        with first_call_alone(key, state.device):
+            multiply_tile(k, i, j)
+
+    def multiply_tile(k: int, i: int, j: int) -> None:
         if state.tiles is not None:
             tile = state.tiles[k]
         else:

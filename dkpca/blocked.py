@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse
 
 from . import _progress
-from ._device import array_module, configured_device, to_device, to_host
+from ._device import array_module, configured_device, first_call_alone, to_device, to_host
 from .io._views import view_blocks
 from .kernels import Kernel
 from .linalg import single_threaded_blas
@@ -151,9 +151,7 @@ def kernel_matrix(
     X = _rows_by_tile(X.rechunk({1: -1}), block_bytes)
     Y = X if Y is None else _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
     dtype = np.result_type(X.dtype, Y.dtype, np.float32)
-    return da.blockwise(
-        kernel.pairwise, "ij", X, "ik", Y, "jl", dtype=dtype, concatenate=True
-    )
+    return da.blockwise(kernel.pairwise, "ij", X, "ik", Y, "jl", dtype=dtype, concatenate=True)
 
 
 def _strip_product(
@@ -241,7 +239,8 @@ def kernel_product(
 
     def tile(Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray) -> np.ndarray:
         Xi, Yj, Vj = (to_device(A, device) for A in (Xi, Yj, Vj))
-        return to_host(_strip_product(kernel, Xi, Yj, Vj, block_bytes))[:, None, :]
+        with first_call_alone(("kernel product", repr(kernel), Xi.dtype.str), device):
+            return to_host(_strip_product(kernel, Xi, Yj, Vj, block_bytes))[:, None, :]
 
     pieces = da.blockwise(
         tile,

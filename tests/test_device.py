@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
+import time
 
 import dask
 import numpy as np
 import pytest
 
 from dkpca import KernelPCA
-from dkpca._device import DeviceUnavailableError, array_module, configured_device, to_device
+from dkpca._device import (
+    DeviceUnavailableError,
+    array_module,
+    configured_device,
+    first_call_alone,
+    to_device,
+)
 from dkpca._tile_holders import HolderState, build_state, holders
 from dkpca.kernels import RBF
 from dkpca.solvers import randomized
@@ -117,3 +125,39 @@ def test_the_command_line_gives_one_worker_per_gpu_on_the_embedded_cluster():
     assert workers("--device", "cuda") == 1
     assert workers("--device", "cuda", "--workers", "2") == 2  # the user's choice stands
     assert workers() is None  # cpu: the cluster's default
+
+
+def _intervals_of_calls(key, device: str, calls: int = 6) -> list[tuple[float, float]]:
+    """Start ``calls`` threads at once, each holding ``first_call_alone`` for 0.2 s."""
+    intervals: list[tuple[float, float]] = []
+    start = threading.Barrier(calls)
+
+    def call() -> None:
+        start.wait()
+        with first_call_alone(key, device):
+            entered = time.perf_counter()
+            time.sleep(0.2)
+            intervals.append((entered, time.perf_counter()))
+
+    threads = [threading.Thread(target=call) for _ in range(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(intervals)
+
+
+def test_on_a_gpu_the_first_call_with_a_key_runs_alone_then_the_rest_together():
+    # CuPy compiles a kernel on its first use in a process: threads that reach it together
+    # would each compile it. The first call runs alone; the others wait, then run side by side.
+    key = ("test", object())
+    first, *rest = _intervals_of_calls(key, "cuda")
+    assert all(entered >= first[1] for entered, _ in rest)
+    assert min(done for _, done in rest) > max(entered for entered, _ in rest)  # overlapping
+    again = _intervals_of_calls(key, "cuda")  # the first call is done: nobody waits now
+    assert min(done for _, done in again) > max(entered for entered, _ in again)
+
+
+def test_on_the_cpu_nothing_waits_for_a_first_call():
+    intervals = _intervals_of_calls(("test", object()), "cpu")
+    assert min(done for _, done in intervals) > max(entered for entered, _ in intervals)

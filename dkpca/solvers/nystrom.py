@@ -24,7 +24,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from dkpca._device import array_module, to_device, to_host
+from dkpca._device import array_module, first_call_alone, to_device, to_host
 from dkpca.blocked import (
     STRIP_BYTES,
     compute,
@@ -93,13 +93,14 @@ def _kernel_moments(
     block, landmarks, shift = (to_device(a, device) for a in (block, landmarks, shift))
     m = landmarks.shape[0]
     out = array_module(block).zeros((m + 2, m))
-    for start in range(0, block.shape[0], strip):
-        rows = block[start : start + strip]
-        K = kernel.pairwise(rows, landmarks)
-        K -= shift.astype(K.dtype, copy=False)
-        out[0] += K.sum(axis=0, dtype=np.float64)
-        out[1 : m + 1] += crossproduct(K)
-        out[m + 1, 0] += kernel.diag(rows).sum(dtype=np.float64)
+    with first_call_alone(("nystrom moments", repr(kernel), block.dtype.str), device):
+        for start in range(0, block.shape[0], strip):
+            rows = block[start : start + strip]
+            K = kernel.pairwise(rows, landmarks)
+            K -= shift.astype(K.dtype, copy=False)
+            out[0] += K.sum(axis=0, dtype=np.float64)
+            out[1 : m + 1] += crossproduct(K)
+            out[m + 1, 0] += kernel.diag(rows).sum(dtype=np.float64)
     return out
 
 
