@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+import dask
+
 from dkpca._errors import TransientError
 
 if TYPE_CHECKING:  # distributed is imported lazily: `import dkpca` must not pay for it
@@ -186,6 +188,19 @@ def _workers_ignore_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
+@contextlib.contextmanager
+def _spawned_with(env: dict[str, str]) -> Iterator[None]:
+    """Give the worker processes started inside the block ``env`` from their first instruction.
+
+    A nanny's ``env`` is applied after the worker's interpreter has started, too late for
+    OpenBLAS, which sizes its thread pool once, at import: it must go through
+    ``distributed.nanny.pre-spawn-environ``.
+    """
+    spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
+        yield
+
+
 def _scheduler_address(scheduler: str, security: Security | None) -> str:
     """Check ``scheduler`` against ``security``; a bare ``host:port`` gets ``tls://`` with TLS."""
     if security is None:
@@ -318,10 +333,11 @@ def connect(
     from distributed import Client
 
     # Worker processes ignore Ctrl-C; in-process workers share our environment and signals.
-    nanny_options = {"env": WORKER_ENV, "preload": [__name__]} if processes else {}
+    nanny_options = {"preload": [__name__]} if processes else {}
     tls_options = {} if security is None else {"protocol": _TLS, "security": security}
     with contextlib.ExitStack() as stack:
-        with _workers_ignore_sigint() if processes else contextlib.nullcontext():
+        with (_workers_ignore_sigint() if processes else contextlib.nullcontext(),
+              _spawned_with(WORKER_ENV)):
             cluster = stack.enter_context(LocalCluster(
                 n_workers=n_workers,
                 threads_per_worker=threads_per_worker,

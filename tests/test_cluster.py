@@ -263,3 +263,19 @@ def test_worker_preload_keeps_task_errors_and_cancellations_off_the_terminal(mon
     assert shown("distributed.worker", "Worker is at 90% memory usage")
     assert shown("distributed.worker.state_machine",
                  "Unhandled exception in async instruction for <Task>")
+
+
+def _blas_threads() -> list[int]:
+    import numpy  # noqa: F401  (its OpenBLAS is what the tiles use)
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_embedded_worker_processes_start_with_one_blas_thread():
+    # OpenBLAS sizes its pool when it is loaded: the variable must be there when the worker
+    # process starts, whatever distributed's own defaults for its environment say.
+    with (dask.config.set({"distributed.nanny.pre-spawn-environ": {}}),
+          connect(n_workers=1, threads_per_worker=2, processes=True) as client):
+        (threads,) = client.run(_blas_threads).values()
+    assert threads and set(threads) == {1}, threads
