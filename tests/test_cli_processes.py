@@ -30,7 +30,6 @@ from dkpca.datasets import make_two_rings
 pytestmark = pytest.mark.distributed
 
 #: The issue's start-up race: the scheduler comes up this long after the command.
-SCHEDULER_DELAY = 40.0
 CLI_TIMEOUT = 300
 
 
@@ -110,15 +109,20 @@ def test_fit_waits_for_a_scheduler_that_comes_up_late(cluster, rings, tmp_path):
                  "--solver", "exact", "--scheduler", cluster.address, *cluster.options,
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        time.sleep(SCHEDULER_DELAY)
-        assert fit.poll() is None, fit.communicate()  # still waiting, not failed
+        seen = []
+        for line in fit.stderr:  # the scheduler comes up once an attempt has failed
+            seen.append(line)
+            if "not reachable yet (attempt 1, " in line:
+                break
+        assert fit.poll() is None, "".join(seen)  # still waiting, not failed
         cluster.start()
-        stdout, stderr = fit.communicate(timeout=CLI_TIMEOUT)
+        stdout, rest = fit.communicate(timeout=CLI_TIMEOUT)
+        stderr = "".join(seen) + rest
     finally:
         _stop(fit)
     assert fit.returncode == 0, stderr[-3000:] + cluster.log("scheduler")[-2000:]
     attempts = re.findall(r"scheduler \S+ not reachable yet \(attempt (\d+), ", stderr)
-    assert len(attempts) >= 2 and attempts[:2] == ["1", "2"], stderr[-3000:]
+    assert attempts[:1] == ["1"], stderr[-3000:]
     assert "connected to scheduler" in stderr and "fitted RBF(gamma=0.5)" in stdout
     reference = dkpca.KernelPCA(2, gamma=0.5, solver="exact").fit(R)
     np.testing.assert_allclose(dkpca.load(out).eigenvalues_, reference.eigenvalues_, rtol=1e-9)

@@ -181,6 +181,7 @@ def test_fit_refuses_an_output_before_any_work(tmp_path, data, out, capfd):
     assert "dashboard" not in captured.err  # refused before the cluster started
 
 
+@pytest.mark.slow  # .ci/run runs `make run` twice and checks the same on every CI run
 def test_make_run_twice_replaces_the_figures(tmp_path):
     """What ``make run`` does, twice in one folder: the second run replaces each figure."""
     out = tmp_path / "demo-output"
