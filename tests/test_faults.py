@@ -47,6 +47,14 @@ def client():
         yield c
 
 
+@pytest.fixture
+def own_client():
+    """The same cluster, for one test: a worker killed there leaves nothing to the next test."""
+    with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB") as c:
+        c.wait_for_workers(2, timeout=TIMEOUT)
+        yield c
+
+
 @pytest.fixture(scope="module")
 def arrays(tmp_path_factory):
     """Zarr inputs: ``train`` (6000 x 20) for the fit, ``new`` (60000 x 20) to project."""
@@ -169,7 +177,7 @@ def _cached_fit(train: Path) -> dkpca.KernelPCA:
 
 
 @pytest.mark.parametrize("layout", ["symmetric", "stripes"])
-def test_cached_tiles_of_a_killed_worker_are_recomputed(client, arrays, monkeypatch, layout):
+def test_cached_tiles_of_a_killed_worker_are_recomputed(own_client, arrays, monkeypatch, layout):
     # Between two Krylov passes, SIGKILL a worker process that holds cached kernel tiles. Its
     # tiles are lost; they are evaluated again on a live worker for the next product, and the
     # fit ends with the undisturbed result, in either layout (a stripe keeps its rows).
@@ -177,6 +185,7 @@ def test_cached_tiles_of_a_killed_worker_are_recomputed(client, arrays, monkeypa
 
     from dkpca.tiles import KernelTiles
 
+    client = own_client
     monkeypatch.setitem(dask.config.config.setdefault("dkpca", {}), "tile-layout", layout)
     train, _ = arrays
     reference = _cached_fit(train)

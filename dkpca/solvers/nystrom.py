@@ -157,7 +157,7 @@ def landmark_statistics(
         for b in _split_for_threads(X.rechunk({1: -1})).to_delayed().ravel()
     ]
     # On a GPU the chunks' (m + 2) × m sums are added there: one copy to the host in all,
-    # not one per chunk (100 chunks of 10 million rows and 2,000 landmarks: 3.2 GB).
+    # not one per chunk (10 million rows in 100 chunks, 2,000 landmarks: 3.2 GB).
     start = time.perf_counter()
     (moments,) = compute(dask.delayed(to_host)(tree_sum(parts)))
     logger.info("Nyström pass over %d rows (%d landmarks, %s) in %.2f s", n, m, device,
