@@ -201,6 +201,7 @@ def test_progress_in_a_log_is_lines(rings, tmp_path):
     assert any("about" in line for line in progress) and progress[-1].endswith("done")
 
 
+@pytest.mark.slow  # 20 s; test_progress_in_a_log_is_lines checks the same progress as lines
 def test_progress_on_a_terminal_is_a_bar(rings, tmp_path):
     path, _ = rings
     controller, terminal = pty.openpty()

@@ -185,6 +185,7 @@ def test_a_write_killed_mid_copy_is_refused_then_swept(s3, inputs, prefix):
     assert "scores.zarr/.dkpca-incomplete" not in keys
 
 
+@pytest.mark.slow  # 23 s; the killed write of scores above checks the same refusal
 def test_a_model_killed_mid_copy_is_refused_by_load(s3, inputs, prefix, tmp_path):
     _, X, _ = inputs
     url = f"s3://{prefix}/model.zarr"
