@@ -11,6 +11,9 @@
 #   <prefix> bash benchmarks/device_checks.sh rest       # a shorter second call: what first omits
 #   <prefix> bash benchmarks/device_checks.sh fused      # fused streamed GPU tiles; stripes
 #   <prefix> bash benchmarks/device_checks.sh open       # one call: what stop 45 left open
+#   <prefix> bash benchmarks/device_checks.sh nystrom    # syrk; first fit; Nystrom at 10,000,000
+#   <prefix> bash benchmarks/device_checks.sh accuracy   # 1,000,000 rows against float64 at 1e-10
+#   <prefix> bash benchmarks/device_checks.sh pass       # Nystrom's pass one task at a time; both
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -73,12 +76,28 @@ case "$part" in
     run 90 "$PY" benchmarks/bench_selection.py --only threads --device cuda --repeats 1
     run 120 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 110
     ;;
+  nystrom)  # the scatter by syrk, the first fit's compiles, Nystrom at 10,000,000 from Zarr
+    run 90 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py \
+      -k "nystrom or crossproduct"
+    run 110 "$PY" benchmarks/probe_nystrom_gpu.py 4000000
+    run 300 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 150
+    ;;
+  accuracy)  # 1,000,000 rows: the default fit, then the float64 reference at tol = 1e-10
+    run 400 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu gpu64 --timeout 320
+    ;;
+  pass)  # the Nystrom pass one task at a time on the GPU; 10,000,000 from Zarr; then accuracy
+    run 60 "$PY" benchmarks/probe_nystrom_gpu.py 4000000
+    run 220 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 150
+    run 400 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu gpu64 --timeout 320
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass}" >&2
     exit 2
     ;;
 esac

@@ -171,7 +171,7 @@ def _device_function(function: Any) -> Any:
 #: The module functions dkpca's device code calls, each as CuPy has it (``abs`` shadows the
 #: builtin here, as in CuPy).
 _FUNCTIONS = ("abs", "arange", "argmax", "diag", "einsum", "exp", "flatnonzero", "hstack",
-              "isfinite", "isin", "maximum", "sign", "sqrt", "stack", "where")
+              "isfinite", "isin", "maximum", "sign", "sqrt", "stack", "triu", "where")
 globals().update({name: _device_function(getattr(np, name)) for name in _FUNCTIONS})
 
 
@@ -181,6 +181,20 @@ def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:
 linalg = types.SimpleNamespace(eigh=_device_function(np.linalg.eigh),
                                eigvalsh=_device_function(np.linalg.eigvalsh),
                                norm=_device_function(np.linalg.norm))
+
+
+def _syrk(trans: str, a: ndarray, out: Any = None, alpha: float = 1.0, beta: float = 0.0,
+          lower: bool = False) -> ndarray:
+    """cuBLAS ``syrk`` as CuPy wraps it: one triangle of ``op(a) op(a)ᵀ``, the other zeros."""
+    if out is not None or alpha != 1.0 or beta != 0.0 or a.dtype.char not in "fd":
+        raise NotImplementedError("the stand-in's syrk takes a float array and trans only")
+    data = _unwrap(a)
+    product = data @ data.T if trans == "N" else data.T @ data
+    return ndarray(np.asfortranarray(np.tril(product) if lower else np.triu(product)))
+
+
+#: ``cupy.cublas``: the routines CuPy's ``@`` does not reach.
+cublas = types.SimpleNamespace(syrk=_syrk)
 
 
 class _Pool:

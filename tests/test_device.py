@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import threading
 import time
 
@@ -16,6 +17,7 @@ from dkpca._device import (
     array_module,
     configured_device,
     first_call_alone,
+    gpu_alone,
     to_device,
 )
 from dkpca._tile_holders import HolderState, build_state, holders
@@ -127,14 +129,15 @@ def test_the_command_line_gives_one_worker_per_gpu_on_the_embedded_cluster():
     assert workers() is None  # cpu: the cluster's default
 
 
-def _intervals_of_calls(key, device: str, calls: int = 6) -> list[tuple[float, float]]:
-    """Start ``calls`` threads at once, each holding ``first_call_alone`` for 0.2 s."""
+def _intervals_of_calls(key, device: str, calls: int = 6,
+                        held=first_call_alone) -> list[tuple[float, float]]:
+    """Start ``calls`` threads at once, each holding ``held(key, device)`` for 0.2 s."""
     intervals: list[tuple[float, float]] = []
     start = threading.Barrier(calls)
 
     def call() -> None:
         start.wait()
-        with first_call_alone(key, device):
+        with held(key, device):
             entered = time.perf_counter()
             time.sleep(0.2)
             intervals.append((entered, time.perf_counter()))
@@ -160,4 +163,18 @@ def test_on_a_gpu_the_first_call_with_a_key_runs_alone_then_the_rest_together():
 
 def test_on_the_cpu_nothing_waits_for_a_first_call():
     intervals = _intervals_of_calls(("test", object()), "cpu")
+    assert min(done for _, done in intervals) > max(entered for entered, _ in intervals)
+
+
+def _gpu_alone(key, device: str):
+    return gpu_alone(device)
+
+
+def test_on_a_gpu_the_pass_tasks_take_the_gpu_one_at_a_time():
+    intervals = _intervals_of_calls(None, "cuda", calls=4, held=_gpu_alone)
+    assert all(entered >= done for (_, done), (entered, _) in itertools.pairwise(intervals))
+
+
+def test_on_the_cpu_the_pass_tasks_run_side_by_side():
+    intervals = _intervals_of_calls(None, "cpu", calls=4, held=_gpu_alone)
     assert min(done for _, done in intervals) > max(entered for entered, _ in intervals)

@@ -55,6 +55,19 @@ def _record_copies_to_host(cupy, monkeypatch) -> list[tuple[int, ...]]:
     return shapes
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_device_crossproduct_is_symmetric_and_equals_the_gemm(cupy, dtype):
+    # cuBLAS syrk fills one triangle: the other must be mirrored, not left at zero.
+    A = np.random.default_rng(0).normal(size=(300, 40)).astype(dtype)
+    from dkpca.linalg import crossproduct
+
+    G = crossproduct(cupy.asarray(A)).get()
+    assert G.dtype == dtype
+    np.testing.assert_array_equal(G, G.T)
+    np.testing.assert_allclose(G, A.T.astype(np.float64) @ A, rtol=1e-5 if dtype == np.float32
+                               else 1e-12, atol=1e-3 if dtype == np.float32 else 1e-10)
+
+
 def _assert_same_fit(got: KernelPCA, want: KernelPCA, rtol: float) -> None:
     np.testing.assert_allclose(got.eigenvalues_, want.eigenvalues_, rtol=rtol)
     got_vectors, want_vectors = np.asarray(got.eigenvectors_), np.asarray(want.eigenvectors_)
