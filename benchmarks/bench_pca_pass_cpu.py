@@ -86,10 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     # this script's folder is on the path
-    from bench_pca_randomized import _touch, spawned_with, worker_env
+    from bench_pca_randomized import _touch, worker_env
     from distributed import Client, LocalCluster, get_task_stream
 
     import dkpca
+    from dkpca.cluster import spawned_with
 
     _accounted_passes()
     with (spawned_with(worker_env(args.numpy_hugepages, args.malloc)),

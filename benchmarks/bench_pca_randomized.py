@@ -112,6 +112,8 @@ from typing import Any, Self
 import numpy as np
 import psutil
 
+from dkpca.cluster import spawned_with
+
 # The workers import this module to unpickle ``CountingArray``: ``_common`` (which imports
 # dkpca, scikit-learn and scipy) is imported only where used, so a worker of the dask methods
 # does not load dkpca.
@@ -327,21 +329,6 @@ def worker_env(hugepages: str, malloc: str = "dask") -> dict[str, str]:
     """
     env = {"NUMPY_MADVISE_HUGEPAGE": "0"} if hugepages == "off" else {}
     return {**env, **(REUSE_MALLOC if malloc == "reuse" else {})}
-
-
-@contextlib.contextmanager
-def spawned_with(env: dict[str, str]) -> Iterator[None]:
-    """Give the worker processes started inside the block ``env`` from their first instruction.
-
-    A nanny's ``env`` argument is applied inside the worker after it has started, too late for
-    numpy and glibc, which read these variables once at start: they must go through
-    ``distributed.nanny.pre-spawn-environ``.
-    """
-    import dask
-
-    spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **env}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
-        yield
 
 
 def _cluster_kwargs(nbytes: int, workers: int, threads: int, fraction: float,

@@ -25,7 +25,7 @@ from dkpca._errors import TransientError
 if TYPE_CHECKING:  # distributed is imported lazily: `import dkpca` must not pay for it
     from distributed import Client, Security
 
-__all__ = ["connect", "dask_setup", "tls_security"]
+__all__ = ["connect", "dask_setup", "spawned_with", "tls_security"]
 
 logger = logging.getLogger(__name__)
 
@@ -189,12 +189,25 @@ def _workers_ignore_sigint() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _spawned_with(env: dict[str, str]) -> Iterator[None]:
+def spawned_with(env: dict[str, str]) -> Iterator[None]:
     """Give the worker processes started inside the block ``env`` from their first instruction.
 
-    A nanny's ``env`` is applied after the worker's interpreter has started, too late for
-    OpenBLAS, which sizes its thread pool once, at import: it must go through
-    ``distributed.nanny.pre-spawn-environ``.
+    A nanny's ``env`` argument is applied inside the worker after its interpreter has started:
+    too late for OpenBLAS, which sizes its thread pool at import, and for numpy's huge-page
+    hint and glibc's allocator settings, read once at start. Variables set through
+    ``distributed.nanny.pre-spawn-environ``, as here, are there before any of them.
+
+    Parameters
+    ----------
+    env : dict of str to str
+        Environment variables, added to those already configured.
+
+    Examples
+    --------
+    >>> import dask
+    >>> with spawned_with({"OPENBLAS_NUM_THREADS": "1"}):
+    ...     dask.config.get("distributed.nanny.pre-spawn-environ")["OPENBLAS_NUM_THREADS"]
+    '1'
     """
     spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}
     with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
@@ -337,7 +350,7 @@ def connect(
     tls_options = {} if security is None else {"protocol": _TLS, "security": security}
     with contextlib.ExitStack() as stack:
         with (_workers_ignore_sigint() if processes else contextlib.nullcontext(),
-              _spawned_with(WORKER_ENV)):
+              spawned_with(WORKER_ENV)):
             cluster = stack.enter_context(LocalCluster(
                 n_workers=n_workers,
                 threads_per_worker=threads_per_worker,
