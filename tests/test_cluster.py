@@ -239,7 +239,8 @@ def test_running_tls_scheduler_refuses_certificate_from_another_ca(tls_client, t
         pass
 
 
-def test_worker_preload_keeps_task_errors_and_cancellations_off_the_terminal(monkeypatch):
+def test_worker_preload_keeps_task_errors_cancellations_and_heartbeats_off_the_terminal(
+        monkeypatch):
     # The command reports a failure in one line; the worker's own log of the failed task, and
     # of the tasks the closing cluster cancels, would print before it (seen in CI: a
     # "Async instruction ... ended with CancelledError" warning ahead of the NaN error).
@@ -257,6 +258,8 @@ def test_worker_preload_keeps_task_errors_and_cancellations_off_the_terminal(mon
         return logging.getLogger(name).filter(record)
 
     assert not shown("distributed.worker", "Compute Failed\nKey: x")
+    # the command closed its scheduler after an error, with the worker still running
+    assert not shown("distributed.worker", "Failed to communicate with scheduler during heartbeat.")
     assert not shown("distributed.worker.state_machine",
                      "Async instruction for <Task cancelled name='execute(x)'> ended with "
                      "CancelledError")
