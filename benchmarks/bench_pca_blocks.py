@@ -1,7 +1,7 @@
 """One block's products in randomized linear PCA: float64 against float32 GEMMs, beside numpy.
 
 The randomized solver's pass multiplies every block twice, ``X_c V`` and ``X_cᵀ P`` (see
-``dkpca/_pca_randomized.py``). This times both on one ``--rows × --cols`` float32 block
+``dkpca/_pca_products.py``). This times both on one ``--rows × --cols`` float32 block
 (feature offsets ``N(5, 2²)`` plus unit noise, as ``bench_pca_randomized.py``'s data) with
 ``--width`` vectors, on one thread (a task's setting), best of ``--repeats``:
 
@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 from _common import best_time, dkpca_source, environment, markdown_table, print_environment
 
-from dkpca._pca_randomized import _rtimes, _times
+from dkpca._pca_products import centred_rtimes, centred_times
 from dkpca.linalg import single_threaded_blas
 
 
@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     V = rng.standard_normal((args.cols, args.width))
     P = rng.standard_normal((args.rows, args.width))
     methods = {
-        "dkpca float64": (lambda: _times(X, V, mean, np.float64),
-                          lambda: _rtimes(X, P, mean, np.float64)),
-        "dkpca float32": (lambda: _times(X, V, mean, np.float32),
-                          lambda: _rtimes(X, P, mean, np.float32)),
+        "dkpca float64": (lambda: centred_times(X, V, mean, np.float64),
+                          lambda: centred_rtimes(X, P, mean, np.float64)),
+        "dkpca float32": (lambda: centred_times(X, V, mean, np.float32),
+                          lambda: centred_rtimes(X, P, mean, np.float32)),
         "numpy": (lambda: (X.astype(np.float64) - mean) @ V,
                   lambda: (X.astype(np.float64) - mean).T @ P),
     }

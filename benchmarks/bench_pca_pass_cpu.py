@@ -65,7 +65,7 @@ def _accounted_passes() -> None:
     """Wrap the randomized solver's two one-pass products in :func:`accounted`."""
     from dkpca._pca_randomized import _CentredOperator
 
-    for name in ("scatter_times", "gram_times"):
+    for name in ("scatter_times", "gram_times", "scatter_groups", "gram_groups"):
         product = getattr(_CentredOperator, name)
 
         def wrapped(self: object, V: np.ndarray, product: object = product) -> np.ndarray:

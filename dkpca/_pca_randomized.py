@@ -2,8 +2,8 @@
 
 The data ``X`` (``n × d``: numpy, ``scipy.sparse``, or a dask array of dense or sparse blocks,
 chunked along rows, features or both) is never centred in place and never densified whole.
-Every product is blocked over its chunks, one task per block, and a pass is one
-``dask.compute`` that reads every block once:
+Every product is blocked over its chunks, and a pass is one ``dask.compute`` that reads every
+block once:
 
 * pass 0 (statistics): the mean ``μ`` and the total variance, per block then combined
   (Chan's pairwise update, so a large mean does not cancel the variance);
@@ -18,19 +18,16 @@ Every product is blocked over its chunks, one task per block, and a pass is one
     ``T_j = Σ_i X_c,ijᵀ U_i`` then ``X_c,ij T_j`` (a feature stripe of blocks is held while its
     ``T_j`` forms), and the components ``X_cᵀ U / sqrt(λ)`` take one more pass.
 
-A stripe larger than half a worker's memory per thread (wide data chunked by rows only: a
-feature stripe is the whole array) is not held: each product then takes two passes, ``X_c V``
-then ``X_cᵀ P`` (tall) or ``X_cᵀ U`` then ``X_c T`` (wide), one chunk at a time.
+Where the blocks are read by tasks of their own (a Zarr store, say) and a stripe fits in the
+memory a worker's thread has free, such a pass is one task per group of stripes, which reads its
+blocks itself (:mod:`dkpca._pca_stripes`): a pass's tasks then grow with the cluster's threads,
+not with the blocks. Otherwise each block is a key of the pass's graph. A stripe larger than
+half a worker's memory per thread (wide data chunked by rows only: a feature stripe is the whole
+array) is not held: each product then takes two passes, ``X_c V`` then ``X_cᵀ P`` (tall) or
+``X_cᵀ U`` then ``X_c T`` (wide), one chunk at a time.
 
-Centring is explicit inside a dense block (``X_ij - μ_j``, a cache-sized slab of rows at a time,
-so a product reads the block from memory once) and implicit for a sparse one
-(``X_ij V_j - 1 μ_jᵀ V_j`` and ``X_ijᵀ U_i - μ_j 1ᵀ U_i``). Dense blocks multiply in float64,
-or in float32 for float32 data at ``tol >= 1e-6`` (:func:`product_dtype`); the blocks' products
-are summed in float64 either way.
-
-A little over 500 lines, for one reason: pass 0's statistics, the centred block products and
-the two operators (dask blocks, in-memory strips) share the slab, stripe and tree helpers, and
-splitting them would make those helpers cross module lines.
+Each block's products, centred explicitly (dense, slab by slab, in float32 where the tolerance
+allows) or implicitly (sparse), are :mod:`dkpca._pca_products`'s.
 """
 
 from __future__ import annotations
@@ -50,10 +47,19 @@ import psutil
 import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning
 
+from ._pca_products import centred_rtimes, centred_slabs, centred_times, product_dtype
+from ._pca_stripes import (
+    HELD_SHARE,
+    StripeGroup,
+    free_memory_per_thread,
+    gram_group,
+    scatter_group,
+    stripe_groups,
+)
 from ._tile_holders import active_client
 from .blocked import compute, scheduler_threads, tree_sum, worker_memory_per_thread
 from .io._views import row_view, view_blocks
-from .linalg import FLOAT32_MIN_TOL, block_krylov_eigh, flip_signs, single_threaded_blas
+from .linalg import block_krylov_eigh, flip_signs, single_threaded_blas
 from .moments import available_cores
 
 __all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca", "product_dtype"]
@@ -69,9 +75,6 @@ _ENTRIES_PIECE = 2**20
 #: Share of a worker's memory per thread that one held stripe of blocks may take; a larger
 #: stripe makes each product two passes instead of one.
 _STRIPE_SHARE = 0.5
-
-#: Bytes of one slab of a dense block (a few fit the processor's cache at once).
-_SLAB_BYTES = 2**20
 
 #: Up to this many rows (``min(n, d)``), the Krylov basis may grow to the whole space.
 _FULL_BASIS = 2048
@@ -108,7 +111,7 @@ def _block_moments(block: object) -> tuple[int, np.ndarray, np.ndarray]:
     block = np.asarray(block)
     mean = block.mean(axis=0, dtype=np.float64)
     m2 = np.zeros(block.shape[1])
-    for _, slab in _centred_slabs(block, mean):  # no temporary the size of the block
+    for _, slab in centred_slabs(block, mean):  # no temporary the size of the block
         m2 += np.square(slab, out=slab).sum(axis=0)
     return len(block), mean, m2
 
@@ -182,100 +185,6 @@ def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
     return parts[0]
 
 
-def _slab_rows(width: int, itemsize: int = 8) -> int:
-    """Rows of a slab of ``width`` columns that stays in the processor's cache."""
-    return max(8, _SLAB_BYTES // (itemsize * max(width, 1)))
-
-
-def _centred_slabs(block: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
-    """Yield ``(rows, X_rows - μ)`` in ``μ``'s dtype, slab by slab, in one reused buffer.
-
-    Converting and centring a whole block costs two trips through memory for each product;
-    a slab is converted, centred and multiplied while it is still in the cache.
-    """
-    step = _slab_rows(block.shape[1], mean.dtype.itemsize)
-    buffer = np.empty((min(step, len(block)), block.shape[1]), dtype=mean.dtype)
-    for start in range(0, len(block), step):
-        rows = slice(start, min(start + step, len(block)))
-        slab = buffer[: rows.stop - start]
-        np.subtract(block[rows], mean, out=slab)
-        yield rows, slab
-
-
-def _operand(a: np.ndarray, dtype: np.dtype | type = np.float64) -> np.ndarray:
-    """Return ``a`` as an aligned C-contiguous array of ``dtype``, copied only if it is not one.
-
-    An array unpickled from a scheduler's message can sit unaligned in its frame; numpy's
-    matmul then copies it in every call, once per slab.
-    """
-    if a.dtype == dtype and a.flags.aligned and a.flags.c_contiguous:
-        return a
-    return np.array(a, dtype=dtype, order="C")
-
-
-def product_dtype(X_dtype: np.dtype, tol: float) -> np.dtype:
-    """Precision of the products with dense blocks: float32 for float32 data when ``tol`` allows.
-
-    As for the kernel's float32 tiles (:mod:`dkpca._tile_values`): a float32 block, centred
-    by the float32 mean, times a float32 block of vectors is a float32 GEMM, about half the
-    time of float64 and without a conversion; the mean's rounding comes back as a float64
-    rank-one term and the blocks' products are summed in float64, so the products are
-    accurate to about 1e-7 of the first eigenvalue. Sparse blocks always multiply in float64.
-
-    Examples
-    --------
-    >>> product_dtype(np.dtype("float32"), 1e-6), product_dtype(np.dtype("float32"), 1e-9)
-    (dtype('float32'), dtype('float64'))
-    """
-    return np.dtype(np.float32 if X_dtype == np.float32 and tol >= FLOAT32_MIN_TOL else np.float64)
-
-
-def _times(block: object, V: np.ndarray, mean: np.ndarray,
-           dtype: np.dtype | type = np.float64) -> np.ndarray:
-    """``(X_ij - 1 μ_jᵀ) V_j`` in float64, from GEMMs in ``dtype`` (see :func:`product_dtype`)."""
-    if scipy.sparse.issparse(block):
-        V = V.astype(np.float64, copy=False)
-        product = np.asarray(block @ V, dtype=np.float64)  # a new array: centred in place
-        product -= mean @ V
-        return product
-    block, V, mean = np.asarray(block), _operand(V, dtype), _operand(mean)
-    shift = mean.astype(dtype)
-    out = np.empty((len(block), V.shape[1]))
-    # float32: each slab's product is cast into ``out`` from a buffer reused for all slabs
-    part = None if dtype == np.float64 else np.empty(
-        (_slab_rows(block.shape[1], 4), V.shape[1]), dtype=dtype)
-    with single_threaded_blas():  # a task among others: the scheduler's threads are the cores
-        for rows, slab in _centred_slabs(block, shift):
-            if part is None:
-                np.matmul(slab, V, out=out[rows])
-            else:
-                out[rows] = np.matmul(slab, V, out=part[: len(slab)])
-    if part is not None:  # the float32 mean's rounding, μ - μ₃₂, exactly: a rank-one term
-        out -= (mean - shift) @ V
-    return out
-
-
-def _rtimes(block: object, U: np.ndarray, mean: np.ndarray,
-            dtype: np.dtype | type = np.float64) -> np.ndarray:
-    """``(X_ij - 1 μ_jᵀ)ᵀ U_i`` in float64, from GEMMs in ``dtype`` (see :func:`product_dtype`)."""
-    if scipy.sparse.issparse(block):
-        U = U.astype(np.float64, copy=False)
-        return np.asarray(block.T @ U, dtype=np.float64) - np.outer(mean, U.sum(axis=0))
-    block, mean = np.asarray(block), _operand(mean)
-    shift = mean.astype(dtype)
-    U_cast = _operand(U, dtype)
-    out = np.zeros((block.shape[1], U.shape[1]))
-    # One product buffer for all slabs: a new one each time costs page faults where large
-    # allocations are not reused (Dask's workers set MALLOC_TRIM_THRESHOLD_).
-    part = np.empty(out.shape, dtype=dtype)
-    with single_threaded_blas():
-        for rows, slab in _centred_slabs(block, shift):
-            out += np.matmul(slab.T, U_cast[rows], out=part)
-    if dtype != np.float64:  # the float32 mean's rounding, as in _times
-        out -= np.outer(mean - shift, U.sum(axis=0, dtype=np.float64))
-    return out
-
-
 class _CentredOperator:
     """Blocked products with ``X_c = X - 1 μᵀ`` over a grid of delayed blocks."""
 
@@ -287,6 +196,7 @@ class _CentredOperator:
         self.mean = mean
         self.dtype = dtype
         self._mean_keys: list | None = None
+        self.groups: list[StripeGroup] = []  # set where the blocks can be read in the tasks
         self.passes = 0
 
     def _means(self, j: int) -> object:
@@ -311,10 +221,10 @@ class _CentredOperator:
         return [dask.delayed(piece, traverse=False) for piece in pieces]
 
     def _times(self, i: int, j: int, V: object) -> object:
-        return dask.delayed(_times)(self.blocks[i, j], V, self._means(j), self.dtype)
+        return dask.delayed(centred_times)(self.blocks[i, j], V, self._means(j), self.dtype)
 
     def _rtimes(self, i: int, j: int, U: object) -> object:
-        return dask.delayed(_rtimes)(self.blocks[i, j], U, self._means(j), self.dtype)
+        return dask.delayed(centred_rtimes)(self.blocks[i, j], U, self._means(j), self.dtype)
 
     def times(self, V: np.ndarray) -> np.ndarray:
         """``X_c V`` (``n × b``): one pass."""
@@ -366,6 +276,30 @@ class _CentredOperator:
         self.passes += 1
         return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
 
+    def _shared(self, V: np.ndarray) -> tuple[object, object]:
+        """``V`` (in the products' precision) and ``μ``, each one key for all the group tasks."""
+        values = [V.astype(self.dtype, copy=False), self.mean]
+        client = active_client()
+        if client is not None:  # beside the graph: a worker fetches each once
+            return tuple(client.scatter(values, hash=False))
+        return tuple(dask.delayed(value, traverse=False) for value in values)
+
+    def _group_pass(self, product: Callable, V: np.ndarray, *bounds: tuple) -> np.ndarray:
+        V_key, mean_key = self._shared(V)
+        parts = [dask.delayed(product)(dask.delayed(group, traverse=False), V_key, mean_key,
+                                       *bounds, self.dtype) for group in self.groups]
+        self.passes += 1
+        return compute(tree_sum(parts))[0]
+
+    def scatter_groups(self, V: np.ndarray) -> np.ndarray:
+        """:meth:`scatter_times` as one task per group of row stripes (:mod:`dkpca._pca_stripes`)."""
+        return self._group_pass(scatter_group, V, tuple(map(int, self.cols)))
+
+    def gram_groups(self, U: np.ndarray) -> np.ndarray:
+        """:meth:`gram_times` as one task per group of feature stripes."""
+        return self._group_pass(gram_group, U, tuple(map(int, self.rows)),
+                                tuple(map(int, self.cols)))
+
 
 class _InMemoryOperator:
     """The same products on in-memory data, strips of rows on a pool of threads.
@@ -397,14 +331,14 @@ class _InMemoryOperator:
 
     def times(self, V: np.ndarray) -> np.ndarray:
         return np.vstack(list(self._map(
-            lambda rows, block: _times(block, V, self.mean, self.dtype))))
+            lambda rows, block: centred_times(block, V, self.mean, self.dtype))))
 
     def rtimes(self, U: np.ndarray) -> np.ndarray:
-        return sum(self._map(lambda rows, block: _rtimes(block, U[rows], self.mean, self.dtype)))
+        return sum(self._map(lambda rows, block: centred_rtimes(block, U[rows], self.mean, self.dtype)))
 
     def scatter_times(self, V: np.ndarray) -> np.ndarray:
-        return sum(self._map(lambda rows, block: _rtimes(
-            block, _times(block, V, self.mean, self.dtype), self.mean, self.dtype)))
+        return sum(self._map(lambda rows, block: centred_rtimes(
+            block, centred_times(block, V, self.mean, self.dtype), self.mean, self.dtype)))
 
     def gram_times(self, U: np.ndarray) -> np.ndarray:
         return self.times(self.rtimes(U))  # rows in memory: two sweeps cost no reading
@@ -525,7 +459,14 @@ def fit_randomized_pca(
     # One pass a product holds a row (tall) or feature (wide) stripe of blocks on a worker;
     # stripes larger than its budget take two passes a product and hold one block at a time.
     stripe_bytes = int(block_bytes.sum(axis=1 if d <= n else 0).max())
-    if not in_memory and stripe_bytes > _stripe_budget():
+    if in_memory:
+        matmul = operator.scatter_times if d <= n else operator.gram_times
+    elif stripe_bytes <= min(_stripe_budget(), HELD_SHARE * free_memory_per_thread()) and (
+            groups := stripe_groups(chunked, d <= n, scheduler_threads())) is not None:
+        operator.groups = groups
+        logger.info("randomized PCA: a pass is %d tasks, each reading its blocks", len(groups))
+        matmul = operator.scatter_groups if d <= n else operator.gram_groups
+    elif stripe_bytes > _stripe_budget():
         logger.info("randomized PCA: stripes of %d bytes exceed the budget, two passes a "
                     "product", stripe_bytes)
         if d <= n:

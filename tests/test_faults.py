@@ -150,6 +150,33 @@ def test_fit_survives_a_killed_worker(client, arrays, undisturbed):
                                atol=1e-10)
 
 
+def test_linear_pca_pass_survives_a_killed_worker(client, tmp_path):
+    """A worker killed while it reads and multiplies its group of stripes (dkpca/_pca_stripes.py)."""
+    rng = np.random.default_rng(0)
+    signal_ = rng.normal(size=(20_000, 5)) * np.linspace(10, 2, 5)
+    data = signal_ @ rng.normal(size=(5, 200)) + rng.normal(size=(20_000, 200))
+    train = tmp_path / "train.zarr"  # 32 MB in 20 row stripes: a pass lasts a while
+    zarr.create_array(train, data=data, chunks=(1_000, 100))
+
+    def fit() -> dkpca.PCA:
+        return dkpca.PCA(3, solver="randomized", tol=1e-10, random_state=0).fit(
+            da.from_zarr(train))
+
+    reference = fit()
+
+    def in_a_pass() -> bool:
+        return any("scatter_group" in str(key)
+                   for keys in client.processing().values() for key in keys)
+
+    with WorkerKiller(client, ready=in_a_pass) as killer:
+        model = fit()
+        finished = time.monotonic()
+    killer.check(finished)
+    assert model.n_iter_ == reference.n_iter_
+    np.testing.assert_allclose(model.explained_variance_, reference.explained_variance_,
+                               rtol=1e-12)
+
+
 def test_write_survives_a_killed_worker(client, arrays, undisturbed, tmp_path):
     model, expected = undisturbed
     _, new = arrays

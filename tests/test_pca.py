@@ -390,13 +390,13 @@ def test_randomized_reads_each_block_once_per_pass(monkeypatch, n, d, chunks):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_randomized_products_slab_by_slab(monkeypatch, chunks, dtype):
     """Blocks far taller than a slab (8 rows here) give the same fit as one slab a block."""
-    import dkpca._pca_randomized
+    import dkpca._pca_products
 
     shape = (600, 140) if chunks != (80, 600) else (160, 1200)
     X = _spectrum_data(*shape).astype(dtype)
     data = X if chunks is None else da.from_array(X, chunks=chunks)
     whole = PCA(6, solver="randomized", tol=1e-10, random_state=0).fit(data)
-    monkeypatch.setattr(dkpca._pca_randomized, "_SLAB_BYTES", 1)  # 8-row slabs
+    monkeypatch.setattr(dkpca._pca_products, "SLAB_BYTES", 1)  # 8-row slabs
     slabs = PCA(6, solver="randomized", tol=1e-10, random_state=0).fit(data)
     assert whole.n_iter_ == slabs.n_iter_
     rtol = 1e-12 if dtype == np.float64 else 1e-6
@@ -416,7 +416,7 @@ def test_randomized_float32_and_tight_tolerance():
 
 def test_float32_block_products_keep_float64_accuracy_of_the_centring():
     """Float32 GEMMs on a block far from the origin: the float32 mean's rounding comes back."""
-    from dkpca._pca_randomized import _rtimes, _times
+    from dkpca._pca_products import centred_rtimes, centred_times
 
     rng = np.random.default_rng(0)
     X = (rng.normal(size=(300, 70)) + rng.uniform(1e3, 1e4, 70)).astype(np.float32)
@@ -424,7 +424,7 @@ def test_float32_block_products_keep_float64_accuracy_of_the_centring():
     V, U = rng.normal(size=(70, 5)), rng.normal(size=(300, 5))
     Xc = X.astype(np.float64) - mean
     for dtype in (np.float64, np.float32):
-        product, rproduct = _times(X, V, mean, dtype), _rtimes(X, U, mean, dtype)
+        product, rproduct = centred_times(X, V, mean, dtype), centred_rtimes(X, U, mean, dtype)
         assert product.dtype == rproduct.dtype == np.float64
         # without the rank-one term for μ - float32(μ) the error would be about 1e-4 here
         rtol = 1e-12 if dtype == np.float64 else 3e-6
@@ -436,20 +436,21 @@ def test_float32_block_products_keep_float64_accuracy_of_the_centring():
 def test_randomized_products_in_float32_only_where_the_tolerance_allows(monkeypatch, chunks):
     """float32 data at tol >= 1e-6: float32 GEMMs, errors within tol of the first eigenvalue;
     at a tighter tol, float64 products reach it."""
-    import dkpca._pca_randomized
+    import dkpca._pca_products
 
     X = _spectrum_data(400, 90, mean=500.0).astype(np.float32)
     data = X if chunks is None else da.from_array(X, chunks=chunks)
     Xc = X.astype(np.float64) - X.astype(np.float64).mean(axis=0)
     exact = np.linalg.svd(Xc, compute_uv=False)[:5] ** 2 / (len(X) - 1)
     seen = set()
-    original = dkpca._pca_randomized._times
+    original = dkpca._pca_products.centred_times
 
     def spy(block, V, mean, dtype=np.float64):
         seen.add(np.dtype(dtype))
         return original(block, V, mean, dtype)
 
-    monkeypatch.setattr(dkpca._pca_randomized, "_times", spy)
+    for module in ("dkpca._pca_randomized", "dkpca._pca_stripes"):  # the two that call it
+        monkeypatch.setattr(f"{module}.centred_times", spy)
     for tol, dtype, rtol in ((1e-6, np.float32, 1e-6), (1e-11, np.float64, 1e-10)):
         seen.clear()
         pca = PCA(5, solver="randomized", tol=tol, random_state=0).fit(data)
