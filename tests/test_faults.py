@@ -150,6 +150,7 @@ def test_fit_survives_a_killed_worker(client, arrays, undisturbed):
                                atol=1e-10)
 
 
+@pytest.mark.slow  # 9 s: the default run is within 20 s of its 15 minutes on 2 cores
 def test_linear_pca_pass_survives_a_killed_worker(client, tmp_path):
     """A worker killed while it reads and multiplies its group of stripes (dkpca/_pca_stripes.py)."""
     rng = np.random.default_rng(0)
