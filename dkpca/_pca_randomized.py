@@ -27,7 +27,11 @@ array) is not held: each product then takes two passes, ``X_c V`` then ``X_cᵀ 
 ``X_cᵀ U`` then ``X_c T`` (wide), one chunk at a time.
 
 Each block's products, centred explicitly (dense, slab by slab, in float32 where the tolerance
-allows) or implicitly (sparse), are :mod:`dkpca._pca_products`'s.
+allows) or implicitly (sparse), are :mod:`dkpca._pca_products`'s. A pass that lost a worker
+(with ``V``'s scattered pieces) is run again, as the kernel tiles' passes are.
+
+A little over 500 lines, for one reason: the pass forms (a key per block, a task per group of
+stripes, in-memory strips) share the stripe budget, the retry and the tree helpers.
 """
 
 from __future__ import annotations
@@ -56,11 +60,12 @@ from ._pca_stripes import (
     scatter_group,
     stripe_groups,
 )
-from ._tile_holders import active_client
+from ._tile_holders import MAX_RECOVERIES, active_client
 from .blocked import compute, scheduler_threads, tree_sum, worker_memory_per_thread
 from .io._views import row_view, view_blocks
 from .linalg import block_krylov_eigh, flip_signs, single_threaded_blas
 from .moments import available_cores
+from .tiles import _LOST as LOST_ERRORS
 
 __all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca", "product_dtype"]
 
@@ -185,6 +190,29 @@ def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
     return parts[0]
 
 
+def _retried(product: Callable) -> Callable:
+    """Run a pass again when a worker died with what it needed (``V``'s scattered pieces)."""
+    def run(self: _CentredOperator, V: np.ndarray) -> np.ndarray:
+        for _ in range(MAX_RECOVERIES):
+            passes = self.passes
+            try:
+                return product(self, V)
+            except LOST_ERRORS as err:
+                logger.warning("randomized PCA: a pass lost a worker (%s); running it again",
+                               type(err).__name__)
+                self.passes = passes
+        return product(self, V)
+    return run
+
+
+def _graph_values(values: list) -> list:
+    """Each value one key of the next graph: scattered beside it under a distributed client."""
+    client = active_client()
+    if client is not None:
+        return client.scatter(values, hash=False)
+    return [dask.delayed(value, traverse=False) for value in values]
+
+
 class _CentredOperator:
     """Blocked products with ``X_c = X - 1 μᵀ`` over a grid of delayed blocks."""
 
@@ -214,11 +242,7 @@ class _CentredOperator:
         graph of many MiB stalls the scheduler (and draws its "large graph" warning).
         """
         V = V.astype(self.dtype, copy=False)
-        pieces = [V[a:b] for a, b in itertools.pairwise(bounds)]
-        client = active_client()
-        if client is not None:
-            return client.scatter(pieces, hash=False)
-        return [dask.delayed(piece, traverse=False) for piece in pieces]
+        return _graph_values([V[a:b] for a, b in itertools.pairwise(bounds)])
 
     def _times(self, i: int, j: int, V: object) -> object:
         return dask.delayed(centred_times)(self.blocks[i, j], V, self._means(j), self.dtype)
@@ -226,6 +250,7 @@ class _CentredOperator:
     def _rtimes(self, i: int, j: int, U: object) -> object:
         return dask.delayed(centred_rtimes)(self.blocks[i, j], U, self._means(j), self.dtype)
 
+    @_retried
     def times(self, V: np.ndarray) -> np.ndarray:
         """``X_c V`` (``n × b``): one pass."""
         stripes, pieces = [], self._pieces(V, self.cols)
@@ -235,6 +260,7 @@ class _CentredOperator:
         self.passes += 1
         return np.vstack(compute(*stripes))
 
+    @_retried
     def rtimes(self, U: np.ndarray) -> np.ndarray:
         """``X_cᵀ U`` (``d × b``): one pass."""
         stripes, pieces = [], self._pieces(U, self.rows)
@@ -244,6 +270,7 @@ class _CentredOperator:
         self.passes += 1
         return np.vstack(compute(*stripes))
 
+    @_retried
     def scatter_times(self, V: np.ndarray) -> np.ndarray:
         """``X_cᵀ (X_c V)`` (``d × b``): one pass, each block read once.
 
@@ -260,6 +287,7 @@ class _CentredOperator:
         self.passes += 1
         return np.vstack(compute(*[tree_sum(parts) for parts in outputs]))
 
+    @_retried
     def gram_times(self, U: np.ndarray) -> np.ndarray:
         """``X_c (X_cᵀ U)`` (``n × b``): one pass, each block read once.
 
@@ -278,11 +306,7 @@ class _CentredOperator:
 
     def _shared(self, V: np.ndarray) -> tuple[object, object]:
         """``V`` (in the products' precision) and ``μ``, each one key for all the group tasks."""
-        values = [V.astype(self.dtype, copy=False), self.mean]
-        client = active_client()
-        if client is not None:  # beside the graph: a worker fetches each once
-            return tuple(client.scatter(values, hash=False))
-        return tuple(dask.delayed(value, traverse=False) for value in values)
+        return tuple(_graph_values([V.astype(self.dtype, copy=False), self.mean]))
 
     def _group_pass(self, product: Callable, V: np.ndarray, *bounds: tuple) -> np.ndarray:
         V_key, mean_key = self._shared(V)
@@ -291,10 +315,12 @@ class _CentredOperator:
         self.passes += 1
         return compute(tree_sum(parts))[0]
 
+    @_retried
     def scatter_groups(self, V: np.ndarray) -> np.ndarray:
         """:meth:`scatter_times` as one task per group of row stripes (:mod:`dkpca._pca_stripes`)."""
         return self._group_pass(scatter_group, V, tuple(map(int, self.cols)))
 
+    @_retried
     def gram_groups(self, U: np.ndarray) -> np.ndarray:
         """:meth:`gram_times` as one task per group of feature stripes."""
         return self._group_pass(gram_group, U, tuple(map(int, self.rows)),
@@ -461,12 +487,12 @@ def fit_randomized_pca(
     stripe_bytes = int(block_bytes.sum(axis=1 if d <= n else 0).max())
     if in_memory:
         matmul = operator.scatter_times if d <= n else operator.gram_times
-    elif stripe_bytes <= min(_stripe_budget(), HELD_SHARE * free_memory_per_thread()) and (
-            groups := stripe_groups(chunked, d <= n, scheduler_threads())) is not None:
+    elif stripe_bytes <= min(budget := _stripe_budget(), HELD_SHARE * free_memory_per_thread()) \
+            and (groups := stripe_groups(chunked, d <= n, scheduler_threads())) is not None:
         operator.groups = groups
         logger.info("randomized PCA: a pass is %d tasks, each reading its blocks", len(groups))
         matmul = operator.scatter_groups if d <= n else operator.gram_groups
-    elif stripe_bytes > _stripe_budget():
+    elif stripe_bytes > budget:
         logger.info("randomized PCA: stripes of %d bytes exceed the budget, two passes a "
                     "product", stripe_bytes)
         if d <= n:

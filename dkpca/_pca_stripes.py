@@ -36,6 +36,7 @@ from dask.local import get_sync
 from dask.sizeof import sizeof
 
 from ._pca_products import aligned_operand, centred_rtimes, centred_times
+from ._tile_holders import active_client
 from .blocked import scheduler_threads
 
 __all__ = ["CARRIED_BYTES", "GROUPS_PER_THREAD", "HELD_SHARE", "StripeGroup", "free_memory_per_thread",
@@ -197,15 +198,8 @@ def free_memory_per_thread() -> int:
     >>> free_memory_per_thread() > 0
     True
     """
-    distributed = sys.modules.get("distributed")
-    workers: dict = {}
-    if distributed is not None:
-        try:
-            client = distributed.default_client()
-        except ValueError:
-            client = None
-        if client is not None and client.status == "running":
-            workers = client.scheduler_info(n_workers=-1)["workers"]
+    client = active_client()
+    workers = client.scheduler_info(n_workers=-1)["workers"] if client is not None else {}
     pause = dask.config.get("distributed.worker.memory.pause", 0.8) or 0.95
     free = [(pause * w["memory_limit"] - w.get("metrics", {}).get("memory", 0))
             // max(1, w["nthreads"]) for w in workers.values() if w.get("memory_limit")]
