@@ -15,7 +15,8 @@ tasks of a pass grow with the threads of the cluster (:data:`GROUPS_PER_THREAD` 
 the blocks; ``V`` and the means go to a worker once a pass. Wide data (``X_c (X_cᵀ U)``) use
 feature stripes the same way.
 
-Memory: a task holds one stripe, so a stripe must fit in :data:`HELD_SHARE` of the memory a
+Memory: a task holds one stripe (in buffers it reuses for each of its stripes:
+:class:`HeldStripe`), so a stripe must fit in :data:`HELD_SHARE` of the memory a
 worker's thread can fill before the worker pauses (:func:`free_memory_per_thread`); otherwise
 the block-per-key pass is used.
 A failed task (a worker lost) is recomputed from the source like any other.
@@ -39,8 +40,8 @@ from ._pca_products import aligned_operand, centred_rtimes, centred_times
 from ._tile_holders import active_client
 from .blocked import scheduler_threads
 
-__all__ = ["CARRIED_BYTES", "GROUPS_PER_THREAD", "HELD_SHARE", "StripeGroup", "free_memory_per_thread",
-           "gram_group", "scatter_group", "stripe_groups"]
+__all__ = ["CARRIED_BYTES", "GROUPS_PER_THREAD", "HELD_SHARE", "HeldStripe", "StripeGroup",
+           "free_memory_per_thread", "gram_group", "scatter_group", "stripe_groups"]
 
 #: Most bytes of literal data a graph may carry for its blocks to be read inside the tasks:
 #: blocks held as values (``from_array``, a persisted array) are sent, not read.
@@ -144,6 +145,41 @@ def stripe_groups(array: object, by_rows: bool, threads: int) -> list[StripeGrou
             for members in np.array_split(np.arange(len(grid)), count)]
 
 
+class HeldStripe:
+    """Buffers that a task copies its stripes' blocks into, reused from one stripe to the next.
+
+    A block read from its source lands in newly mapped memory, which the kernel must find and
+    zero (Dask's workers return freed blocks to the system). A plain read frees each block at
+    once, and the next one reuses its pages. A task that holds a stripe of blocks while it reads
+    the next does not: the stripe's freed pages are taken by the page cache in the meantime,
+    and on a machine whose memory is full of it, numpy's huge-page requests stall in
+    compaction (BENCHMARKS.md §11: at 40 GB, 24 times the stalls of a plain read, and a pass
+    1.5-1.7 times as long as the read). Copying each block into its slot of the stripe before
+    keeps one stripe's pages for the whole task, at the price of one copy of each block.
+    Blocks that are not numpy arrays (sparse, another device's) are held as read.
+
+    Examples
+    --------
+    >>> held = HeldStripe()
+    >>> first = held.hold(0, np.ones((2, 2)))
+    >>> held.hold(0, np.zeros((2, 2))) is first, float(first.sum())
+    (True, 0.0)
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[int, np.ndarray] = {}
+
+    def hold(self, slot: int, block: object) -> object:
+        """``block``'s values in slot ``slot``'s buffer (a new one where the shape changed)."""
+        if type(block) is not np.ndarray:
+            return block
+        buffer = self._slots.get(slot)
+        if buffer is None or buffer.shape != block.shape or buffer.dtype != block.dtype:
+            buffer = self._slots[slot] = np.empty(block.shape, dtype=block.dtype)
+        np.copyto(buffer, block)
+        return buffer
+
+
 def scatter_group(group: StripeGroup, V: np.ndarray, mean: np.ndarray, cols: Sequence[int],
                   dtype: np.dtype) -> np.ndarray:
     """``Σ_i X_c,iᵀ (X_c,i V)`` over the group's row stripes ``i``: ``d × b``, float64.
@@ -154,10 +190,11 @@ def scatter_group(group: StripeGroup, V: np.ndarray, mean: np.ndarray, cols: Seq
     V, mean = aligned_operand(V, dtype), aligned_operand(mean)
     bounds = list(itertools.pairwise(cols))
     out = np.zeros((len(mean), V.shape[1]))
+    held = HeldStripe()
     for s in range(len(group.keys)):
         blocks, P = [], 0.0
         for t, (a, b) in enumerate(bounds):
-            blocks.append(group.read(s, t))
+            blocks.append(held.hold(t, group.read(s, t)))
             P = P + centred_times(blocks[-1], V[a:b], mean[a:b], dtype)
         for block, (a, b) in zip(blocks, bounds, strict=True):
             out[a:b] += centred_rtimes(block, P, mean[a:b], dtype)
@@ -174,11 +211,12 @@ def gram_group(group: StripeGroup, U: np.ndarray, mean: np.ndarray, rows: Sequen
     mean = aligned_operand(mean)
     bounds = list(itertools.pairwise(rows))
     out = np.zeros(U.shape)
+    held = HeldStripe()
     for s, j in enumerate(group.stripes):
         mu = mean[cols[j] : cols[j + 1]]
         blocks, T = [], 0.0
         for t, (a, b) in enumerate(bounds):
-            blocks.append(group.read(s, t))
+            blocks.append(held.hold(t, group.read(s, t)))
             T = T + centred_rtimes(blocks[-1], U[a:b], mu, dtype)
         for block, (a, b) in zip(blocks, bounds, strict=True):
             out[a:b] += centred_times(block, T, mu, dtype)

@@ -61,6 +61,27 @@ def test_group_passes_equal_the_block_keys_passes(tmp_path, monkeypatch, n, d, c
     np.testing.assert_allclose(grouped.explained_variance_, _exact(X, 6), rtol=1e-9)
 
 
+def test_group_products_over_several_ragged_stripes_leave_the_source_alone():
+    """Stripes of a group share their buffers (HeldStripe); the blocks read are never written."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(230, 70)) + rng.uniform(-5, 5, 70)
+    source = X.copy()
+    data = da.from_array(X, chunks=(40, 30))  # ragged last stripes; X's own memory in the graph
+    rows, cols = (tuple(int(b) for b in np.cumsum((0, *chunks))) for chunks in data.chunks)
+    mean, V, U = X.mean(axis=0), rng.normal(size=(70, 4)), rng.normal(size=(230, 4))
+    Xc = X - mean
+    row_groups = dkpca._pca_stripes.stripe_groups(data, by_rows=True, threads=1)
+    col_groups = dkpca._pca_stripes.stripe_groups(data, by_rows=False, threads=1)
+    assert max(len(group.stripes) for group in row_groups) >= 2  # 6 stripes in 4 groups
+    scattered = sum(dkpca._pca_stripes.scatter_group(group, V, mean, cols, np.float64)
+                    for group in row_groups)
+    np.testing.assert_allclose(scattered, Xc.T @ (Xc @ V), rtol=1e-12)
+    gram = sum(dkpca._pca_stripes.gram_group(group, U, mean, rows, cols, np.float64)
+               for group in col_groups)
+    np.testing.assert_allclose(gram, Xc @ (Xc.T @ U), rtol=1e-12)
+    np.testing.assert_array_equal(X, source)
+
+
 def test_tasks_of_a_pass_do_not_grow_with_the_blocks(tmp_path, monkeypatch):
     """Issue 30: a pass's tasks grow with the threads, not with the blocks."""
     tasks: dict[int, list[int]] = {}
