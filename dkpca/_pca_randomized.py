@@ -60,12 +60,11 @@ from ._pca_stripes import (
     scatter_group,
     stripe_groups,
 )
-from ._tile_holders import MAX_RECOVERIES, active_client
+from ._tile_holders import active_client, recovering
 from .blocked import compute, scheduler_threads, tree_sum, worker_memory_per_thread
 from .io._views import row_view, view_blocks
 from .linalg import block_krylov_eigh, flip_signs, single_threaded_blas
 from .moments import available_cores
-from .tiles import _LOST as LOST_ERRORS
 
 __all__ = ["RandomizedResult", "block_statistics", "fit_randomized_pca", "product_dtype"]
 
@@ -193,15 +192,13 @@ def _tree(parts: list, combine: Callable, split_every: int = 8) -> object:
 def _retried(product: Callable) -> Callable:
     """Run a pass again when a worker died with what it needed (``V``'s scattered pieces)."""
     def run(self: _CentredOperator, V: np.ndarray) -> np.ndarray:
-        for _ in range(MAX_RECOVERIES):
-            passes = self.passes
-            try:
-                return product(self, V)
-            except LOST_ERRORS as err:
-                logger.warning("randomized PCA: a pass lost a worker (%s); running it again",
-                               type(err).__name__)
-                self.passes = passes
-        return product(self, V)
+        passes = self.passes
+
+        def uncount() -> None:
+            self.passes = passes
+
+        return recovering(lambda: product(self, V), uncount, logger, "a randomized PCA pass",
+                          "running it again")
     return run
 
 

@@ -37,14 +37,15 @@ comes back once a pass.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import dask
 import numpy as np
@@ -66,11 +67,13 @@ from .kernels import Kernel
 from .linalg import single_threaded_blas
 
 __all__ = [
+    "LOST_ERRORS",
     "Holder",
     "active_client",
     "device_memory",
     "holders",
     "local_threads",
+    "recovering",
     "two_sum_into",
 ]
 
@@ -78,6 +81,56 @@ logger = logging.getLogger(__name__)
 
 #: Times a pass is retried after holders were lost (each retry first rebuilds them).
 MAX_RECOVERIES = 3
+
+_T = TypeVar("_T")
+
+
+def _lost_errors() -> tuple[type[BaseException], ...]:
+    """Return what a computation raises when a worker it needed died.
+
+    ``TimeoutError`` too: a scatter to a holder whose worker the scheduler has dropped (after
+    a recovery that still saw it alive) waits for it, then raises "No valid workers found".
+    """
+    errors: list[type[BaseException]] = [concurrent.futures.CancelledError, TimeoutError]
+    try:
+        from distributed.comm import CommClosedError
+        from distributed.scheduler import KilledWorker
+    except ImportError:
+        return tuple(errors)
+    return (*errors, KilledWorker, CommClosedError)
+
+
+#: What a computation raises when a worker it needed died (see :func:`recovering`).
+LOST_ERRORS = _lost_errors()
+
+
+def recovering(attempt: Callable[[], _T], recover: Callable[[], None], log: logging.Logger,
+               lost: str, again: str) -> _T:
+    """Run ``attempt``; when it lost a worker, ``recover`` and run it again.
+
+    At most :data:`MAX_RECOVERIES` recoveries; the last attempt's error is raised. Each
+    recovery is a warning on ``log`` (the caller's): "``lost`` lost with a worker (error);
+    ``again``".
+
+    Examples
+    --------
+    >>> tries = []
+    >>> def attempt():
+    ...     tries.append(1)
+    ...     if len(tries) < 3:
+    ...         raise TimeoutError("a worker died")
+    ...     return len(tries)
+    >>> recovering(attempt, lambda: None, logger, "an example", "running it again")
+    3
+    """
+    for _ in range(MAX_RECOVERIES):
+        try:
+            return attempt()
+        except LOST_ERRORS as err:
+            log.warning("%s lost with a worker (%s: %s); %s", lost, type(err).__name__, err,
+                        again)
+            recover()
+    return attempt()
 
 
 def active_client() -> Any:

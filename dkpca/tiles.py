@@ -20,7 +20,6 @@ first, and products are accumulated in float64 (:mod:`dkpca._tile_values`).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import ipaddress
 import logging
 import math
@@ -32,11 +31,11 @@ import psutil
 
 from ._device import array_module, to_host
 from ._tile_holders import (
-    MAX_RECOVERIES,
     Holder,
     active_client,
     build_state,
     holders,
+    recovering,
     state_product,
     state_summary,
     two_sum_into,
@@ -243,14 +242,8 @@ class KernelTiles:
         return self._client is None
 
     def _distributed_product(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        for _ in range(MAX_RECOVERIES):
-            try:
-                return self._product_tasks(V)
-            except _LOST as err:
-                logger.warning("kernel tiles lost with a worker (%s: %s); evaluating them again",
-                               type(err).__name__, err)
-                self._recover()
-        return self._product_tasks(V)
+        return recovering(lambda: self._product_tasks(V), self._recover, logger, "kernel tiles",
+                          "evaluating them again")
 
     def _product_tasks(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         client = self._client
@@ -354,24 +347,6 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
             high[rows], low[rows] = part_high, part_low
         touched[rows] = True
     return high + low
-
-
-def _lost_errors() -> tuple[type[BaseException], ...]:
-    """Return what a computation raises when a worker it needed died.
-
-    ``TimeoutError`` too: a scatter to a holder whose worker the scheduler has dropped (after
-    a recovery that still saw it alive) waits for it, then raises "No valid workers found".
-    """
-    errors: list[type[BaseException]] = [concurrent.futures.CancelledError, TimeoutError]
-    try:
-        from distributed.comm import CommClosedError
-        from distributed.scheduler import KilledWorker
-    except ImportError:
-        return tuple(errors)
-    return (*errors, KilledWorker, CommClosedError)
-
-
-_LOST = _lost_errors()
 
 
 def cache_kernel_tiles(
