@@ -36,6 +36,7 @@ from dask._task_spec import Alias, DataNode, convert_legacy_graph
 from dask.local import get_sync
 from dask.sizeof import sizeof
 
+from ._cluster_workers import cluster_workers
 from ._pca_products import aligned_operand, centred_rtimes, centred_times
 from ._tile_holders import active_client
 from .blocked import scheduler_threads
@@ -237,7 +238,7 @@ def free_memory_per_thread() -> int:
     True
     """
     client = active_client()
-    workers = client.scheduler_info(n_workers=-1)["workers"] if client is not None else {}
+    workers = cluster_workers(client) if client is not None else {}
     pause = dask.config.get("distributed.worker.memory.pause", 0.8) or 0.95
     free = [(pause * w["memory_limit"] - w.get("metrics", {}).get("memory", 0))
             // max(1, w["nthreads"]) for w in workers.values() if w.get("memory_limit")]

@@ -51,6 +51,7 @@ import dask
 import numpy as np
 from dask.sizeof import sizeof
 
+from ._cluster_workers import cluster_workers
 from ._device import (
     array_module,
     configured_device,
@@ -67,7 +68,6 @@ from .kernels import Kernel
 from .linalg import single_threaded_blas
 
 __all__ = [
-    "LOST_ERRORS",
     "Holder",
     "active_client",
     "device_memory",
@@ -75,6 +75,7 @@ __all__ = [
     "local_threads",
     "recovering",
     "two_sum_into",
+    "worker_lost",
 ]
 
 logger = logging.getLogger(__name__)
@@ -100,17 +101,43 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
     return (*errors, KilledWorker, CommClosedError)
 
 
-#: What a computation raises when a worker it needed died (see :func:`recovering`).
-LOST_ERRORS = _lost_errors()
+_LOST_ERRORS = _lost_errors()
+
+
+def worker_lost(err: BaseException) -> bool:
+    """Return whether ``err`` says that a worker the computation needed died.
+
+    The error itself or any error it was raised from counts: a direct scatter to a worker
+    killed since the last pass fails in ``distributed``'s ``connect`` with a plain
+    ``OSError`` ("Timed out trying to connect") raised from the refused connection's
+    ``CommClosedError``. Other errors (a missing file, a bad array) are not losses.
+
+    Examples
+    --------
+    >>> try:
+    ...     try:
+    ...         raise TimeoutError("no reply")
+    ...     except TimeoutError as refused:
+    ...         raise OSError("Timed out trying to connect") from refused
+    ... except OSError as err:
+    ...     worker_lost(err), worker_lost(FileNotFoundError("data.zarr"))
+    (True, False)
+    """
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, _LOST_ERRORS):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 def recovering(attempt: Callable[[], _T], recover: Callable[[], None], log: logging.Logger,
                lost: str, again: str) -> _T:
-    """Run ``attempt``; when it lost a worker, ``recover`` and run it again.
+    """Run ``attempt``; when it lost a worker (:func:`worker_lost`), ``recover`` and run it again.
 
-    At most :data:`MAX_RECOVERIES` recoveries; the last attempt's error is raised. Each
-    recovery is a warning on ``log`` (the caller's): "``lost`` lost with a worker (error);
-    ``again``".
+    At most :data:`MAX_RECOVERIES` recoveries; the last attempt's error is raised, and any
+    other error at once. Each recovery is a warning on ``log`` (the caller's): "``lost`` lost
+    with a worker (error); ``again``".
 
     Examples
     --------
@@ -126,7 +153,9 @@ def recovering(attempt: Callable[[], _T], recover: Callable[[], None], log: logg
     for _ in range(MAX_RECOVERIES):
         try:
             return attempt()
-        except LOST_ERRORS as err:
+        except Exception as err:
+            if not worker_lost(err):
+                raise
             log.warning("%s lost with a worker (%s: %s); %s", lost, type(err).__name__, err,
                         again)
             recover()
@@ -198,7 +227,7 @@ def holders() -> list[Holder]:
         if device == "cuda":
             import_cupy()
         return [Holder(None, local_threads(), device)]
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = cluster_workers(client)
     return [Holder(address, max(1, int(info["nthreads"])), device)
             for address, info in sorted(workers.items())]
 

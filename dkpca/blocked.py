@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse
 
 from . import _progress
+from ._cluster_workers import cluster_workers
 from ._device import array_module, configured_device, first_call_alone, to_device, to_host
 from .io._views import view_blocks
 from .kernels import Kernel
@@ -367,7 +368,7 @@ def worker_memory_per_thread() -> int | None:
         return None
     if client.status != "running":  # a client that failed to connect or was closed
         return None
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = cluster_workers(client)
     budgets = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers.values()
                if w.get("memory_limit")]
     return int(min(budgets)) if budgets else None

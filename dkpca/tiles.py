@@ -29,6 +29,7 @@ import dask.array as da
 import numpy as np
 import psutil
 
+from ._cluster_workers import cluster_workers
 from ._device import array_module, to_host
 from ._tile_holders import (
     Holder,
@@ -262,7 +263,7 @@ class KernelTiles:
         """Rebuild every holder whose state (or the data it needs) was lost, on live workers."""
         client = self._client
         client.wait_for_workers(1, timeout=60)
-        workers = sorted(client.scheduler_info(n_workers=-1)["workers"].items())
+        workers = sorted(cluster_workers(client).items())
         for k, block in enumerate(self._source):  # scattered data is gone with its worker
             if block.status in ("lost", "cancelled", "error"):
                 self._source[k] = self._send(k)
@@ -444,7 +445,7 @@ def cache_memory_budget() -> int:
     """
     client = active_client()
     if client is not None:
-        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+        workers = cluster_workers(client).values()
         limits = [w.get("memory_limit") for w in workers]
         if workers and all(limits):
             return int(sum(

@@ -653,3 +653,61 @@ def test_a_streamed_tile_is_the_kernel_less_its_shift(gamma, near_one, diagonal)
         np.testing.assert_allclose(np.diag(streamed_kernel), 1.0, rtol=0, atol=ulp)
         assert tile.values[0, 0] == np.float32(1 - float(near_one)) - np.float32(
             tile.shift - float(near_one))
+
+
+def test_a_refused_connection_to_a_killed_worker_is_recovered_and_other_errors_are_not():
+    # A direct scatter to a worker killed since the last pass fails in distributed's connect
+    # with a plain OSError raised from CommClosedError: that is a lost worker, recovered like
+    # KilledWorker. A missing file is the user's error and must surface at once, untouched.
+    import logging
+
+    from distributed.comm import CommClosedError
+
+    from dkpca._tile_holders import recovering
+
+    log = logging.getLogger("test")
+
+    def refused():
+        try:
+            raise CommClosedError("ConnectionRefusedError: [Errno 111] Connection refused")
+        except CommClosedError as err:
+            raise OSError("Timed out trying to connect to tcp://127.0.0.1:1 after 30 s") from err
+
+    tries, recoveries = [], []
+
+    def attempt():
+        tries.append(1)
+        if len(tries) == 1:
+            refused()
+        return "done"
+
+    assert recovering(attempt, lambda: recoveries.append(1), log, "tiles", "again") == "done"
+    assert (len(tries), len(recoveries)) == (2, 1)
+
+    def missing():
+        tries.append(1)
+        raise FileNotFoundError("train.zarr")
+
+    tries.clear(), recoveries.clear()
+    with pytest.raises(FileNotFoundError, match="train.zarr"):
+        recovering(missing, lambda: recoveries.append(1), log, "tiles", "again")
+    assert (len(tries), len(recoveries)) == (1, 0)
+
+
+def test_the_workers_are_never_read_from_a_cache_the_client_refreshes_without_them():
+    # The client refreshes its cached scheduler information on a timer, without the workers;
+    # read from that cache (scheduler_info), a holder list or memory budget could come out
+    # empty between the refresh it asked for and the read (a recovery in CI found no worker
+    # left). With the timer at 1 ms the race shows in about a quarter of such reads.
+    import dask
+    from distributed import Client, LocalCluster
+
+    from dkpca._cluster_workers import cluster_workers
+
+    with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                         dashboard_address=None) as cluster, Client(cluster) as client:
+        expected = sorted(cluster.scheduler.workers)
+        seen = [sorted(cluster_workers(client)) for _ in range(300)]
+    assert len(expected) == 2
+    assert all(addresses == expected for addresses in seen)
