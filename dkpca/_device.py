@@ -29,6 +29,7 @@ __all__ = [
     "array_module",
     "configured_device",
     "device_free_bytes",
+    "elementwise_in_place",
     "first_call_alone",
     "gpu_alone",
     "import_cupy",
@@ -64,6 +65,12 @@ def is_device_array(x: Any) -> bool:
 def array_module(*arrays: Any) -> ModuleType:
     """Return the array module of ``arrays``: ``cupy`` if any of them is a CuPy array.
 
+    Arrays of another library that implements the array API standard (``__array_namespace__``,
+    as ``array_api_strict`` does) give that library's namespace: the code written against the
+    standard (the block Krylov solver of :mod:`dkpca.linalg`) runs on them unchanged, which is
+    how the tests keep numpy-only calls out of it. Anything else (numpy arrays, scalars,
+    sparse matrices) is numpy's.
+
     Examples
     --------
     >>> import numpy as np
@@ -72,7 +79,30 @@ def array_module(*arrays: Any) -> ModuleType:
     """
     if any(is_device_array(a) for a in arrays):
         return sys.modules["cupy"]
+    for a in arrays:
+        if hasattr(a, "__array_namespace__") and not isinstance(a, (np.ndarray, np.generic)):
+            return a.__array_namespace__()
     return np
+
+
+def elementwise_in_place(xp: ModuleType, name: str, x: Any) -> Any:
+    """Return ``xp.<name>(x)``, written into ``x`` where the library can (numpy, CuPy).
+
+    numpy's and CuPy's elementwise functions take ``out=``: a kernel tile's ``exp`` then needs
+    no second tile of memory. The array API standard has no ``out=``; other libraries return a
+    new array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.zeros(2)
+    >>> elementwise_in_place(np, "exp", x) is x, x
+    (True, array([1., 1.]))
+    """
+    function = getattr(xp, name)
+    if xp is np or xp is sys.modules.get("cupy"):
+        return function(x, out=x)
+    return function(x)
 
 
 def configured_device() -> str:

@@ -52,12 +52,11 @@ def flip_signs(vectors: np.ndarray) -> np.ndarray:
     >>> flip_signs(np.array([[1.0], [-3.0]])).ravel()
     array([-1.,  3.])
     """
-    if vectors.size:
+    if vectors.shape[0] and vectors.shape[1]:
         xp = array_module(vectors)
         rows = xp.argmax(xp.abs(vectors), axis=0)
-        signs = xp.sign(vectors[rows, xp.arange(vectors.shape[1])])
-        signs[signs == 0] = 1.0
-        vectors *= signs
+        signs = xp.sign(xp.take_along_axis(vectors, rows[None, :], axis=0))
+        vectors *= xp.where(signs == 0, xp.ones_like(signs), signs)
     return vectors
 
 
@@ -155,6 +154,8 @@ def crossproduct(A: np.ndarray) -> np.ndarray:
     """
     if is_device_array(A):
         return _device_crossproduct(A)
+    if not isinstance(A, np.ndarray):  # another array API library: its own product
+        return A.T @ A
     if A.dtype in (np.float32, np.float64) and blas_single_threaded():
         return A.T @ A
     return A.T @ A.copy()
@@ -254,6 +255,29 @@ _DEPENDENT = 1e-14
 _SMALL_EIGH = 256
 
 
+def _column_norms(xp: Any, W: Any) -> Any:
+    """Euclidean norms of ``W``'s columns, in the functions every array library has."""
+    return xp.sqrt(xp.sum(W * W, axis=0))
+
+
+def _columns(xp: Any, shape: tuple[int, int]) -> Any:
+    """Return an empty float64 matrix, its columns contiguous where the library can say so.
+
+    The Krylov basis grows and is read by column blocks; numpy and CuPy take ``order="F"``,
+    which the array API standard leaves out.
+    """
+    if hasattr(xp, "asfortranarray"):
+        return xp.empty(shape, order="F")
+    return xp.empty(shape, dtype=xp.float64)
+
+
+def _contiguous(xp: Any, x: Any) -> Any:
+    """Return a contiguous copy of ``x`` (numpy and CuPy multiply strided views slowly)."""
+    if hasattr(xp, "ascontiguousarray"):
+        return xp.ascontiguousarray(x)
+    return xp.asarray(x, copy=True)
+
+
 def _orthonormal_complement(
     W: np.ndarray, basis: np.ndarray, threshold: float, coefficients: np.ndarray | None = None
 ) -> np.ndarray:
@@ -273,16 +297,16 @@ def _orthonormal_complement(
     xp = array_module(W)
     if basis.shape[1]:
         W = W - basis @ (basis.T @ W if coefficients is None else coefficients)
-    norms = xp.linalg.norm(W, axis=0)
-    kept = norms > threshold
-    W = W[:, kept] / norms[kept]
+    norms = _column_norms(xp, W)
+    kept = xp.nonzero(norms > threshold)[0]
+    W = xp.take(W, kept, axis=1) / xp.take(norms, kept)
     for sweep in range(2):
         if W.shape[1] == 0:
             break
         with small_eigh_threads(W.shape[1]):
             lam, V = xp.linalg.eigh(crossproduct(W))
-        good = lam > _DEPENDENT * lam[-1]
-        W = W @ (V[:, good] / xp.sqrt(lam[good]))
+        good = xp.nonzero(lam > _DEPENDENT * lam[-1])[0]
+        W = W @ (xp.take(V, good, axis=1) / xp.sqrt(xp.take(lam, good)))
         if sweep == 0 and basis.shape[1]:
             W = W - basis @ (basis.T @ W)
     return W
@@ -305,7 +329,7 @@ def _top_eigh(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
                 B, subset_by_index=(m - k, m - 1), driver="evr", check_finite=False
             )
     # Contiguous copies: numpy multiplies a negatively strided operand without BLAS.
-    return theta[::-1][:k].copy(), xp.ascontiguousarray(S[:, ::-1][:, :k])
+    return _contiguous(xp, theta[::-1][:k]), _contiguous(xp, S[:, ::-1][:, :k])
 
 
 def block_krylov_eigh(
@@ -387,28 +411,28 @@ def block_krylov_eigh(
     restartable = capacity < min(n, max_iter * width)
     xp = array_module(start)
     # The basis and its image, filled block by block (pages are committed as columns fill).
-    basis = xp.empty((n, capacity), order="F")
-    images = xp.empty((n, capacity), order="F")
-    first = _orthonormal_complement(start, basis[:, :0], 1e-12 * float(xp.linalg.norm(start)))
+    basis, images = _columns(xp, (n, capacity)), _columns(xp, (n, capacity))
+    first = _orthonormal_complement(start, basis[:, :0],
+                                    1e-12 * float(xp.sqrt(xp.sum(start * start))))
     low, m = 0, first.shape[1]
     basis[:, :m] = first
-    B = xp.zeros((0, 0))
+    B = xp.zeros((0, 0), dtype=xp.float64)
     converged, residual = False, np.inf
     for n_pass in range(1, max_iter + 1):
         images[:, low:m] = matmul(basis[:, low:m])
         # B = Qᵀ A Q grows by one block column (and, A being symmetric, its transpose).
         column = basis[:, :m].T @ images[:, low:m]
-        grown = xp.empty((m, m))
+        grown = xp.empty((m, m), dtype=xp.float64)
         grown[:low, :low] = B
         grown[:, low:] = column
-        grown[low:, :low] = column[:low].T
+        grown[low:, :low] = column[:low, :].T
         B = (grown + grown.T) / 2
         # a thick restart keeps `width` Ritz pairs; without one only the k wanted are needed
         theta_all, S_all = _top_eigh(B, min(m, max(k, width) if restartable else k))
         theta, S = theta_all[:k], S_all[:, :k]
         scale = max(abs(float(theta[0])), np.finfo(float).tiny)
         vectors, image = basis[:, :m] @ S, images[:, :m] @ S
-        residual = float(xp.linalg.norm(image - vectors * theta, axis=0).max() / scale)
+        residual = float(xp.max(_column_norms(xp, image - vectors * theta)) / scale)
         logger.info(
             "Krylov pass %d of at most %d: residual %.3g (tol %.3g)",
             n_pass,
@@ -425,7 +449,8 @@ def block_krylov_eigh(
             kept = S_all.shape[1]
             ritz, ritz_images = basis[:, :m] @ S_all, images[:, :m] @ S_all
             basis[:, :kept], images[:, :kept] = ritz, ritz_images
-            low, m, B, column = 0, kept, xp.diag(theta_all), xp.diag(theta_all)
+            B = column = xp.eye(kept, dtype=xp.float64) * theta_all
+            low, m = 0, kept
             logger.info("Krylov restart on %d Ritz vectors", kept)
         new = _orthonormal_complement(images[:, low:m], basis[:, :m], 1e-12 * scale, column)
         if new.shape[1] == 0 or m + new.shape[1] > capacity:

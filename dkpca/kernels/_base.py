@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dkpca._device import array_module, is_device_array
+from dkpca._device import array_module, elementwise_in_place, is_device_array
 
 #: A kernel block: a dense numpy array or a CSR/CSC ``scipy.sparse`` matrix or array.
 Block = Any
@@ -38,10 +38,14 @@ def register_kernel(cls: type[Kernel]) -> type[Kernel]:
 
 
 def _as_operand(A: Block) -> Block:
-    """Return a numpy or CuPy array, or a CSR/CSC sparse block (other formats become CSR)."""
+    """Return a numpy or CuPy array, or a CSR/CSC sparse block (other formats become CSR).
+
+    An array of another array API library stays as it is: the GEMM kernels compute with its
+    namespace.
+    """
     if sp.issparse(A):
         return A if A.format in ("csr", "csc") else A.tocsr()
-    return A if is_device_array(A) else np.asarray(A)
+    return A if is_device_array(A) or array_module(A) is not np else np.asarray(A)
 
 
 def _check_shapes(X: Block, Y: Block) -> None:
@@ -53,8 +57,16 @@ def _check_shapes(X: Block, Y: Block) -> None:
         )
 
 
-def _result_dtype(X: Block, Y: Block) -> type[np.floating]:
-    return np.float32 if X.dtype == np.float32 and Y.dtype == np.float32 else np.float64
+def _result_dtype(X: Block, Y: Block) -> Any:
+    xp = array_module(X, Y)
+    return xp.float32 if X.dtype == xp.float32 and Y.dtype == xp.float32 else xp.float64
+
+
+def _astype(A: Block, dtype: Any) -> Block:
+    """Return ``A`` in ``dtype``, not copied if it is (the standard has ``astype`` as a function)."""
+    if hasattr(A, "astype"):
+        return A.astype(dtype, copy=False)
+    return array_module(A).astype(A, dtype, copy=False)
 
 
 def _as_blocks(X: Block, Y: Block | None) -> tuple[Block, Block]:
@@ -63,7 +75,7 @@ def _as_blocks(X: Block, Y: Block | None) -> tuple[Block, Block]:
     Y = X if Y is None else _as_operand(Y)
     _check_shapes(X, Y)
     dtype = _result_dtype(X, Y)
-    return X.astype(dtype, copy=False), Y.astype(dtype, copy=False)
+    return _astype(X, dtype), _astype(Y, dtype)
 
 
 def _row_chunks(A: Block, rows: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -94,9 +106,9 @@ def _augmented_product(
     n, d = X.shape
     m = Y.shape[0]
     extra = len(x_cols)
-    xp = array_module(X, Y)  # the same code on numpy and CuPy blocks
+    xp = array_module(X, Y)  # the same code on numpy, CuPy and array API blocks
     Xa = xp.empty((n, d + extra), dtype=X.dtype)
-    np.multiply(X, x_scale, out=Xa[:, :d])
+    Xa[:, :d] = X * x_scale if x_scale != 1.0 else X
     Ya = xp.empty((m, d + extra), dtype=Y.dtype)
     Ya[:, :d] = Y
     for k, (xc, yc) in enumerate(zip(x_cols, y_cols, strict=True)):
@@ -144,7 +156,10 @@ def _affine_product(
 def _squared_norms(X: Block) -> np.ndarray:
     if sp.issparse(X):
         return np.asarray(X.multiply(X).sum(axis=1), dtype=X.dtype).ravel()
-    return np.einsum("ij,ij->i", X, X)
+    xp = array_module(X)
+    if hasattr(xp, "einsum"):  # numpy, CuPy: no n × d temporary
+        return xp.einsum("ij,ij->i", X, X)
+    return xp.sum(X * X, axis=1)
 
 
 def _exp_with_offset(Z: np.ndarray) -> tuple[np.ndarray, float]:
@@ -153,10 +168,11 @@ def _exp_with_offset(Z: np.ndarray) -> tuple[np.ndarray, float]:
     Entries near 1 keep their digits as ``exp(z) - 1``, entries near 0 as ``exp(z)``: take the
     form that suits most of the block, judged on a subsample of its rows.
     """
-    sample = Z[:: max(1, Z.shape[0] // 64)]
-    if sample.size and float(np.exp(sample).mean()) > 0.5:
-        return np.expm1(Z, out=Z), 1.0
-    return np.exp(Z, out=Z), 0.0
+    xp = array_module(Z)
+    sample = Z[:: max(1, Z.shape[0] // 64), :]
+    if sample.shape[0] * sample.shape[1] and float(xp.mean(xp.exp(sample))) > 0.5:
+        return elementwise_in_place(xp, "expm1", Z), 1.0
+    return elementwise_in_place(xp, "exp", Z), 0.0
 
 
 def _check_non_negative(A: Block, owner: str, kernel: str, which: str) -> None:
@@ -341,7 +357,7 @@ class ExponentialKernel(Kernel):
         array([[0.3679]])
         """
         K = self._exponent(X, Y)
-        return np.exp(K, out=K)
+        return elementwise_in_place(array_module(K), "exp", K)
 
     def pairwise_offset(self, X: Block, Y: Block | None = None) -> tuple[np.ndarray, float]:
         """Return ``exp(E) - c`` and ``c`` (1 where most entries are near 1, else 0)."""

@@ -7,6 +7,8 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from dkpca._device import array_module, elementwise_in_place
+
 from ._base import (
     Block,
     ExponentialKernel,
@@ -141,7 +143,8 @@ class Polynomial(Kernel):
         g = _resolve_gamma(self.gamma, X.shape[1])
         K = _affine_product(X, Y, g, [self.coef0], [1.0])
         with np.errstate(over="ignore"):  # overflow is reported by the solvers' finite check
-            return np.power(K, self.degree, out=K)
+            K **= self.degree
+        return K
 
     def diag(self, X: Block) -> np.ndarray:
         X, _ = _as_blocks(X, None)
@@ -180,12 +183,12 @@ class Sigmoid(Kernel):
         X, Y = _as_blocks(X, Y)
         g = _resolve_gamma(self.gamma, X.shape[1])
         K = _affine_product(X, Y, g, [self.coef0], [1.0])
-        return np.tanh(K, out=K)
+        return elementwise_in_place(array_module(K), "tanh", K)
 
     def diag(self, X: Block) -> np.ndarray:
         X, _ = _as_blocks(X, None)
         g = _resolve_gamma(self.gamma, X.shape[1])
-        return np.tanh(g * _squared_norms(X) + self.coef0)
+        return array_module(X).tanh(g * _squared_norms(X) + self.coef0)
 
 
 @register_kernel

@@ -1,0 +1,108 @@
+"""The code written against the array API standard, run on ``array_api_strict``.
+
+``array_api_strict`` implements the standard and nothing more: a numpy-only call (a boolean
+mask beside a slice, ``order="F"``, ``np.linalg.norm``, a method the standard lacks) raises
+there. Each test runs a generic routine on strict arrays and on numpy arrays and checks that
+the two agree, so the same code is proven on both (CuPy runs it on a GPU).
+"""
+
+import numpy as np
+import pytest
+
+from dkpca._device import array_module
+from dkpca.linalg import block_krylov_eigh, flip_signs
+
+xps = pytest.importorskip("array_api_strict")
+
+
+def _operator(n: int, rank: int | None = None, seed: int = 0) -> np.ndarray:
+    """A symmetric matrix with eigenvalues decaying as ``i^-1.5`` (the first ``rank`` only)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    values = 1.0 / np.arange(1, n + 1) ** 1.5
+    if rank is not None:
+        values[rank:] = 0.0
+    return (Q * values) @ Q.T
+
+
+def test_strict_arrays_bring_their_own_namespace():
+    assert array_module(xps.ones(3)) is xps
+    assert array_module(np.ones(3), 2.0) is np
+
+
+@pytest.mark.parametrize("max_basis", [None, 36], ids=["whole basis", "thick restarts"])
+def test_block_krylov_runs_on_the_standard_alone(max_basis):
+    # The solver's every step (orthogonalisation, Rayleigh-Ritz, restarts, signs) on strict
+    # arrays gives numpy's result to rounding, and the eigenpairs of the dense solve.
+    A = _operator(300)
+    start = np.random.default_rng(1).normal(size=(300, 12))
+    A_strict = xps.asarray(A)
+    strict = block_krylov_eigh(lambda V: A_strict @ V, xps.asarray(start), 5, tol=1e-10,
+                               max_iter=40, max_basis=max_basis)
+    numpy = block_krylov_eigh(lambda V: A @ V, start, 5, tol=1e-10, max_iter=40,
+                              max_basis=max_basis)
+    assert array_module(strict.eigenvalues) is xps and array_module(strict.eigenvectors) is xps
+    assert strict.converged and strict.n_passes == numpy.n_passes
+    np.testing.assert_allclose(np.asarray(strict.eigenvalues), numpy.eigenvalues, rtol=0,
+                               atol=1e-14)
+    np.testing.assert_allclose(np.asarray(strict.eigenvectors), numpy.eigenvectors, rtol=0,
+                               atol=1e-10)
+    w, V = np.linalg.eigh(A)
+    np.testing.assert_allclose(numpy.eigenvalues, w[::-1][:5], rtol=1e-9)
+    reference = V[:, ::-1][:, :5]
+    assert np.allclose(np.abs(np.sum(reference * numpy.eigenvectors, axis=0)), 1.0, atol=1e-8)
+
+
+def test_block_krylov_stops_on_an_invariant_subspace_of_strict_arrays():
+    # A rank-6 operator: the second block is dependent, its columns are dropped (the masked
+    # selection the standard allows only through take/nonzero), and the fit ends exact.
+    A = xps.asarray(_operator(80, rank=6))
+    result = block_krylov_eigh(lambda V: A @ V, xps.asarray(
+        np.random.default_rng(2).normal(size=(80, 8))), 3, tol=1e-12, max_iter=10)
+    assert result.converged and result.n_passes <= 2
+    expected = 1.0 / np.arange(1, 4) ** 1.5
+    np.testing.assert_allclose(np.asarray(result.eigenvalues), expected, rtol=1e-12)
+
+
+def test_flip_signs_on_strict_arrays_equals_numpy():
+    vectors = np.random.default_rng(3).normal(size=(20, 6))
+    vectors[:, 2] = 0.0  # no largest entry: the column is left as it is
+    flipped = flip_signs(xps.asarray(vectors.copy()))
+    np.testing.assert_array_equal(np.asarray(flipped), flip_signs(vectors.copy()))
+
+
+def _gpu_kernels():
+    from dkpca.kernels import RBF, Linear, Polynomial, Sigmoid
+
+    return [RBF(gamma=0.3), RBF(gamma=1e-6), Linear(), Polynomial(3, 0.2, 1.0),
+            Sigmoid(0.1, 0.5), RBF(0.5) + Polynomial(2, 0.1, 1.0)]
+
+
+def test_every_kernel_that_runs_on_a_gpu_is_checked_on_the_standard():
+    from dkpca.kernels._base import _REGISTRY
+
+    on_gpu = {cls for cls in _REGISTRY.values()
+              if isinstance(cls.runs_on_gpu, bool) and cls.runs_on_gpu}
+    assert on_gpu == {type(k) for k in _gpu_kernels() if type(k).__name__ != "SumKernel"}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kernel", _gpu_kernels(), ids=repr)
+def test_gpu_kernels_evaluate_on_the_standard_alone(kernel, dtype):
+    # The kernels a GPU evaluates (one GEMM, then an elementwise function) on strict arrays:
+    # strict results in the input's dtype, equal to numpy's to a few units of rounding (the
+    # row norms are summed in another order), the offset form included.
+    rng = np.random.default_rng(4)
+    X, Y = rng.normal(size=(50, 4)).astype(dtype), rng.normal(size=(30, 4)).astype(dtype)
+    X_strict, Y_strict = xps.asarray(X), xps.asarray(Y)
+    atol = 1e-13 if dtype == np.float64 else 2e-6
+    K = kernel.pairwise(X_strict, Y_strict)
+    assert array_module(K) is xps and K.dtype == xps.asarray(X).dtype
+    np.testing.assert_allclose(np.asarray(K), kernel.pairwise(X, Y), rtol=0, atol=atol)
+    shifted, offset = kernel.pairwise_offset(X_strict, Y_strict)
+    shifted_numpy, offset_numpy = kernel.pairwise_offset(X, Y)
+    assert offset == offset_numpy
+    np.testing.assert_allclose(np.asarray(shifted), shifted_numpy, rtol=0, atol=atol)
+    diagonal = kernel.diag(X_strict)
+    assert array_module(diagonal) is xps
+    np.testing.assert_allclose(np.asarray(diagonal), kernel.diag(X), rtol=1e-6, atol=atol)
