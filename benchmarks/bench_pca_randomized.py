@@ -112,6 +112,7 @@ from typing import Any, Self
 import numpy as np
 import psutil
 
+from dkpca._cluster_workers import cluster_workers
 from dkpca.cluster import spawned_with
 
 # The workers import this module to unpickle ``CountingArray``: ``_common`` (which imports
@@ -380,7 +381,7 @@ def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[
                 True, this._dense_fit, method, X)
         read = sum(client.run(this.read_bytes).values())
         spilled = sum(client.run(this._spilled).values()) - spilled_before
-        alive = len(client.scheduler_info()["workers"])
+        alive = len(cluster_workers(client))
     results.put({"status": "ok", "time": measured["seconds"],
                  "client_mib": measured["client_mib"], "workers_mib": measured["workers_mib"],
                  "largest_worker_mib": max(workers.peaks) / 2**20,

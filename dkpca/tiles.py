@@ -29,7 +29,7 @@ import dask.array as da
 import numpy as np
 import psutil
 
-from ._cluster_workers import cluster_workers
+from ._cluster_workers import cluster_workers, live_workers
 from ._device import array_module, to_host
 from ._tile_holders import (
     Holder,
@@ -262,8 +262,7 @@ class KernelTiles:
     def _recover(self) -> None:
         """Rebuild every holder whose state (or the data it needs) was lost, on live workers."""
         client = self._client
-        client.wait_for_workers(1, timeout=60)
-        workers = sorted(cluster_workers(client).items())
+        workers = sorted(live_workers(client, 1, timeout=60).items())
         for k, block in enumerate(self._source):  # scattered data is gone with its worker
             if block.status in ("lost", "cancelled", "error"):
                 self._source[k] = self._send(k)

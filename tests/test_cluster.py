@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from dkpca._cluster_workers import cluster_workers
 from dkpca.cluster import connect, tls_security
 
 
@@ -196,7 +197,7 @@ def test_connect_refuses_tls_address_without_certificates():
 def test_connect_embedded_tls_cluster(tls_client):
     assert tls_client.scheduler.address.startswith("tls://")
     assert tls_client.submit(sum, [1, 2]).result() == 3
-    workers = tls_client.scheduler_info()["workers"]
+    workers = cluster_workers(tls_client)
     assert len(workers) == 1
     assert all(address.startswith("tls://") for address in workers)
 

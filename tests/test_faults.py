@@ -25,6 +25,7 @@ import pytest
 import zarr
 
 import dkpca
+from dkpca._cluster_workers import live_workers
 from dkpca.blocked import compute
 from dkpca.cluster import connect
 from dkpca.io import atomic_group, store_array
@@ -51,7 +52,7 @@ def client():
 def own_client():
     """The same cluster, for one test: a worker killed there leaves nothing to the next test."""
     with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB") as c:
-        c.wait_for_workers(2, timeout=TIMEOUT)
+        live_workers(c, 2, TIMEOUT)
         yield c
 
 
@@ -76,7 +77,7 @@ class WorkerKiller(threading.Thread):
     def __init__(self, client, ready=lambda: True):
         super().__init__(daemon=True)
         self.client, self.ready = client, ready
-        client.wait_for_workers(2, timeout=TIMEOUT)  # a previous test may have killed one
+        live_workers(client, 2, TIMEOUT)  # a previous test may have killed one
         self.pids = client.run(os.getpid)
         self.victim: str | None = None
         self.killed_at: float | None = None
@@ -109,7 +110,7 @@ class WorkerKiller(threading.Thread):
                     and msg.get("worker") == self.victim]
         assert removals and not removals[-1]["expected"]
         assert removals[-1]["processing-tasks"], "the killed worker had no tasks"
-        self.client.wait_for_workers(2, timeout=TIMEOUT)  # the nanny restarted it
+        live_workers(self.client, 2, TIMEOUT)  # the nanny restarted it
         pids = set(self.client.run(os.getpid).values())
         assert self.pids[self.victim] not in pids and len(pids) == 2
 
@@ -217,7 +218,7 @@ def test_cached_tiles_of_a_killed_worker_are_recomputed(own_client, arrays, monk
     monkeypatch.setitem(dask.config.config.setdefault("dkpca", {}), "tile-layout", layout)
     train, _ = arrays
     reference = _cached_fit(train)
-    client.wait_for_workers(2, timeout=TIMEOUT)
+    live_workers(client, 2, TIMEOUT)
     pids = client.run(os.getpid)
     original, passes, killed = KernelTiles.matmul, [], {}
 
@@ -234,6 +235,15 @@ def test_cached_tiles_of_a_killed_worker_are_recomputed(own_client, arrays, monk
         return original(self, V)
 
     monkeypatch.setattr(KernelTiles, "matmul", matmul_after_a_kill)
+
+    def refresh_of_the_clusters_copy(*args, **kwargs):
+        # Refreshing the LocalCluster's own list of workers before it has processed the
+        # victim's removal breaks distributed's status watcher (KeyError on the dead address,
+        # and a close that raises): the recovery must ask the scheduler only.
+        raise AssertionError("the recovery refreshed the LocalCluster's copy of the workers")
+
+    monkeypatch.setattr(distributed.deploy.Cluster, "wait_for_workers",
+                        refresh_of_the_clusters_copy)
     model = _cached_fit(train)
     assert killed["tiles"] > 0, "the victim held no tiles"
     assert len(passes) == model.n_iter_ > 3
@@ -243,7 +253,7 @@ def test_cached_tiles_of_a_killed_worker_are_recomputed(own_client, arrays, monk
     assert removals and not removals[-1]["expected"]
     assert model.n_iter_ == reference.n_iter_
     np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-10)
-    client.wait_for_workers(2, timeout=TIMEOUT)  # the nanny restarted it, for later tests
+    live_workers(client, 2, TIMEOUT)  # the nanny restarted it, for later tests
 
 
 # --- a dkpca run killed outright -----------------------------------------------------------

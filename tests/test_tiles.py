@@ -18,6 +18,7 @@ from sklearn.datasets import make_classification
 from sklearn.preprocessing import KernelCenterer, StandardScaler
 
 from dkpca import KernelPCA
+from dkpca._cluster_workers import cluster_workers
 from dkpca._kernel_solvers import resolve_cache_dtype
 from dkpca._tile_layout import deal_stripes, stripe_pairs
 from dkpca.blocked import center_columns
@@ -339,7 +340,7 @@ def _threads():
 
 @pytest.mark.distributed
 def test_auto_max_memory_counts_the_workers_memory(process_client, caplog):
-    workers = process_client.scheduler_info(n_workers=-1)["workers"].values()
+    workers = cluster_workers(process_client).values()
     budget = cache_memory_budget()
     limits = sum(w["memory_limit"] for w in workers)
     assert 0 < budget <= 0.5 * limits
@@ -381,7 +382,7 @@ def test_a_pass_runs_one_task_per_worker_whatever_the_tiles(process_client):
     for block_bytes in (2**30, 300 * 300 * 8):  # few tiles, then 55
         tiles = cache_kernel_tiles(RBF(gamma=0.1), X, block_bytes=block_bytes, dtype="float64")
         counts[tiles.n_tiles] = _pass_tasks(process_client, tiles, V)
-    workers = len(process_client.scheduler_info()["workers"])
+    workers = len(cluster_workers(process_client))
     assert max(counts) >= 50 and min(counts) <= 10, counts
     assert set(counts.values()) == {workers}, counts  # one product task on each worker
 
@@ -701,8 +702,6 @@ def test_the_workers_are_never_read_from_a_cache_the_client_refreshes_without_th
     # left). With the timer at 1 ms the race shows in about a quarter of such reads.
     import dask
     from distributed import Client, LocalCluster
-
-    from dkpca._cluster_workers import cluster_workers
 
     with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=False,

@@ -23,6 +23,7 @@ import pytest
 import zarr
 
 import dkpca
+from dkpca._cluster_workers import cluster_workers
 from dkpca.cli import main
 from dkpca.cluster import WORKER_ENV, connect, tls_security
 
@@ -118,7 +119,7 @@ def tls_cluster(tmp_path_factory):
         start("worker", ["worker", address, "--nthreads", "1", "--memory-limit", "1GiB",
                          "--no-nanny", "--no-dashboard", "--host", "127.0.0.1", *tls])
         with connect(address, security=tls_security(ca, cert, key)) as client:
-            _wait_for(lambda: len(client.scheduler_info()["workers"]) == 1,
+            _wait_for(lambda: len(cluster_workers(client)) == 1,
                       "registered worker", started)
         yield TLSCluster(address, ca, cert, key, started["scheduler"][1])
     finally:
@@ -149,7 +150,7 @@ def _transitions(cluster: TLSCluster) -> int:
 def test_cluster_is_tls_only_and_has_one_worker(tls_cluster):
     security = tls_security(tls_cluster.ca, tls_cluster.cert, tls_cluster.key)
     with connect(tls_cluster.address, security=security) as client:
-        workers = client.scheduler_info()["workers"]
+        workers = cluster_workers(client)
         assert len(workers) == 1
         assert all(address.startswith("tls://127.0.0.1:") for address in workers)
         (pid,) = client.run(os.getpid).values()
