@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dkpca._device import array_module, elementwise_in_place, is_device_array
+from dkpca._device import array_module, elementwise_in_place
 
 #: A kernel block: a dense numpy array or a CSR/CSC ``scipy.sparse`` matrix or array.
 Block = Any
@@ -45,7 +45,7 @@ def _as_operand(A: Block) -> Block:
     """
     if sp.issparse(A):
         return A if A.format in ("csr", "csc") else A.tocsr()
-    return A if is_device_array(A) or array_module(A) is not np else np.asarray(A)
+    return A if array_module(A) is not np else np.asarray(A)
 
 
 def _check_shapes(X: Block, Y: Block) -> None:
