@@ -133,6 +133,11 @@ def _busy_cpu_seconds() -> float:
     return sum(getattr(times, field, 0.0) for field in ("user", "nice", "system", "irq", "softirq"))
 
 
+def _stolen_cpu_seconds() -> float:
+    """CPU seconds the hypervisor has given to other guests since boot (0 where not reported)."""
+    return getattr(psutil.cpu_times(), "steal", 0.0)
+
+
 def _other_cpu_seconds() -> float:
     """CPU seconds spent by processes other than this one, machine-wide, since boot."""
     own = psutil.Process().cpu_times()
@@ -174,6 +179,10 @@ class Monitor:
         Average number of cores kept busy by *other* processes during the block (machine busy
         time minus this process's CPU time, over the wall time). Near 0 on a quiet machine; a
         value near 1 or more means the timing was taken under contention.
+    steal : float
+        Average number of cores the hypervisor gave to other guests during the block (the
+        ``steal`` of ``/proc/stat``; 0 off a virtual machine). A read or fit on a VM whose cores
+        are partly stolen is slower for it.
 
     Examples
     --------
@@ -188,11 +197,12 @@ class Monitor:
         self.elapsed = 0.0
         self.peak_increase = 0
         self.other_load = 0.0
+        self.steal = 0.0
         self._process = psutil.Process()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._baseline = self._peak = 0
-        self._start = self._busy = self._own = 0.0
+        self._start = self._busy = self._own = self._stolen = 0.0
 
     def _rss(self) -> int:
         return self._process.memory_info().rss
@@ -210,6 +220,7 @@ class Monitor:
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         self._busy, self._own = _busy_cpu_seconds(), self._own_cpu()
+        self._stolen = _stolen_cpu_seconds()
         self._start = time.perf_counter()
         return self
 
@@ -221,6 +232,7 @@ class Monitor:
         self._peak = max(self._peak, self._rss())
         self.peak_increase = self._peak - self._baseline
         self.other_load = max(0.0, busy - own) / max(self.elapsed, 1e-9)
+        self.steal = (_stolen_cpu_seconds() - self._stolen) / max(self.elapsed, 1e-9)
 
 
 class TreeMonitor(Monitor):
@@ -258,7 +270,7 @@ def timed_on_cluster(
         result = func(*args, **kwargs)
     return result, {"seconds": client.elapsed, "client_mib": client.peak_increase / 2**20,
                     "workers_mib": tree.peak_increase / 2**20 if workers else float("nan"),
-                    "other_load": tree.other_load}
+                    "other_load": tree.other_load, "steal": tree.steal}
 
 
 def run_in_child(target: Callable[..., None], args: tuple, timeout: float) -> dict[str, Any]:

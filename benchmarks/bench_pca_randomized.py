@@ -58,7 +58,13 @@ sets ``MALLOC_TRIM_THRESHOLD_=65536``, and every decoded chunk faults in fresh p
 through ``distributed.nanny.pre-spawn-environ``: a nanny's ``env`` comes too late for them.
 
 *bound* is ``passes × array bytes / read rate`` (with the measured passes); *fit / bound* its
-ratio. Memory: *client* is the peak resident set size of the fitting process minus the one
+ratio. The read rate comes from a cluster of its own, started before the fits; on a VM whose
+disk and cores are shared with other guests it can differ from the rate the fit sees minutes
+later (BENCHMARKS.md §11: reads of the same store took 85-124 s on different runs). So each
+fit's child also reads the array once just before and once just after its fit, on the fit's own
+cluster (``--no-adjacent-reads`` skips them): *reads beside the fit* and *fit / bound beside*
+(the bound at the faster of the two). *cores stolen* is the hypervisor's steal time over the fit
+(and over each read), in cores. Memory: *client* is the peak resident set size of the fitting process minus the one
 before the fit (psutil, every 5 ms); *largest worker* the peak resident set size of the
 largest worker process (absolute, beside its limit), *workers' sum* the peak of their sum minus
 the one before the fit (every 50 ms); *spilled* the bytes the workers wrote to disk. *other
@@ -339,11 +345,26 @@ def _cluster_kwargs(nbytes: int, workers: int, threads: int, fraction: float,
             "local_directory": directory}
 
 
+def _timed_read(X: Any) -> tuple[float, float]:
+    """Read and decode every block of ``X`` once on the cluster: seconds, and cores stolen."""
+    from _common import Monitor, wait_for_quiet
+
+    this = importlib.import_module("bench_pca_randomized")
+    wait_for_quiet(0.2, patience=30.0)
+    with Monitor(interval=1.0) as monitor:
+        X.map_blocks(this._touch, chunks=((1,) * X.numblocks[0], (1,) * X.numblocks[1])).compute()
+    return monitor.elapsed, monitor.steal
+
+
 def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[str, Any],
                  results: mp.Queue) -> None:
-    """Child process: a fresh cluster, an untimed fit on a corner, then the timed fit."""
+    """Child process: a fresh cluster, an untimed fit on a corner, then the timed fit.
+
+    With ``options["adjacent_reads"]`` the array is also read once just before and once just
+    after the timed fit, on the same cluster (not counted in its passes).
+    """
     import dask.array as da
-    from _common import timed_on_cluster, wait_for_quiet
+    from _common import timed_on_cluster
     from distributed import Client, LocalCluster
 
     this = importlib.import_module("bench_pca_randomized")  # workers unpickle by this name
@@ -361,19 +382,14 @@ def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[
             corner = X[: chunks[0], : chunks[1]]
             corner.map_blocks(this._touch, chunks=(1, 1)).compute()
             client.run(this.reset_reads)
-            times = []
-            for _ in range(3):
-                wait_for_quiet(0.2, patience=30.0)
-                start = time.perf_counter()
-                blocks = X.map_blocks(this._touch, chunks=((1,) * X.numblocks[0],
-                                                           (1,) * X.numblocks[1]))
-                blocks.compute()
-                times.append(time.perf_counter() - start)
+            times, steal = zip(*[_timed_read(X) for _ in range(3)], strict=True)
             read = sum(client.run(this.read_bytes).values())
-            results.put({"status": "ok", "times": times, "rate": nbytes / min(times),
+            results.put({"status": "ok", "times": list(times), "steal": list(steal),
+                         "rate": nbytes / min(times),
                          "passes_counted": read / nbytes / len(times)})
             return
         this._dense_fit(method, X[:WARM, :WARM])
+        adjacent = [_timed_read(X)] if options.get("adjacent_reads") else []
         client.run(this.reset_reads)
         spilled_before = sum(client.run(this._spilled).values())
         with _WorkerMemory(pids) as workers:
@@ -382,10 +398,14 @@ def _dense_child(method: str, path: str, cluster: dict[str, Any], options: dict[
         read = sum(client.run(this.read_bytes).values())
         spilled = sum(client.run(this._spilled).values()) - spilled_before
         alive = len(cluster_workers(client))
+        if adjacent:
+            adjacent.append(_timed_read(X))
     results.put({"status": "ok", "time": measured["seconds"],
                  "client_mib": measured["client_mib"], "workers_mib": measured["workers_mib"],
                  "largest_worker_mib": max(workers.peaks) / 2**20,
-                 "other_load": measured["other_load"], "passes_counted": read / nbytes,
+                 "other_load": measured["other_load"], "steal": measured["steal"],
+                 "adjacent_reads": [list(pair) for pair in adjacent],
+                 "passes_counted": read / nbytes,
                  "passes_reported": reported, "spilled_mib": spilled / 2**20,
                  "workers_alive": alive, "variance": variance.tolist(), **detail})
 
@@ -485,9 +505,11 @@ def dense_report(records: dict[str, dict[str, Any]], nbytes: int) -> str:
         if method == "read":
             continue
         if r["status"] != "ok":
-            rows.append([method, r["status"], *[""] * 10])
+            rows.append([method, r["status"], *[""] * 13])
             continue
         bound = r["passes_counted"] * nbytes / rate if rate else float("nan")
+        beside = [seconds for seconds, _ in r.get("adjacent_reads", [])]
+        bound_beside = r["passes_counted"] * min(beside) if beside else float("nan")
         setting = ", ".join(f"{key}={r[key]}" for key in
                             ("iterated_power", "dtype", "n_power_iter", "iterator") if key in r)
         passes = f"{r['passes_counted']:.2f}"
@@ -498,17 +520,19 @@ def dense_report(records: dict[str, dict[str, Any]], nbytes: int) -> str:
         rows.append([
             method, setting,
             f"{r['time']:.1f}", passes, f"{bound:.1f}", f"{r['time'] / bound:.2f}",
+            ", ".join(f"{seconds:.1f}" for seconds in beside),
+            f"{r['time'] / bound_beside:.2f}" if beside else "",
             f"{r['client_mib']:.0f}",
             f"{r['largest_worker_mib']:.0f} / "
             + (f"{r['memory_limit'] / 2**20:.0f}" if r["memory_limit"] else "none"),
             f"{r['workers_mib']:.0f}", f"{r['spilled_mib']:.0f}",
             "reference" if method == "reference" else _error(r["variance"], records["reference"]),
-            f"{r['other_load']:.2f}",
+            f"{r['other_load']:.2f}", f"{r.get('steal', float('nan')):.2f}",
         ])
     return markdown_table(
         ["method", "setting", "fit (s)", "passes counted (reported)", "bound (s)", "fit / bound",
-         "client peak MiB", "largest worker peak / limit MiB", "workers' sum peak MiB",
-         "spilled MiB", "eigenvalue error", "other load"], rows)
+         "reads beside the fit (s)", "fit / bound beside", "client peak MiB", "largest worker peak / limit MiB", "workers' sum peak MiB",
+         "spilled MiB", "eigenvalue error", "other load", "cores stolen"], rows)
 
 
 def sparse_report(records: dict[str, dict[str, Any]]) -> str:
@@ -569,6 +593,7 @@ def run_dense(args: argparse.Namespace) -> Iterator[str]:
                 continue
             setup = {**cluster, "memory_limit": cluster["memory_limit"] if limited else 0}
             options = {"dask_ml_power": args.dask_ml_power, "svd_power": power,
+                       "adjacent_reads": args.adjacent_reads and method != "read",
                        "worker_env": worker_env(args.numpy_hugepages, args.malloc)}
             records[label] = run_child(_dense_child, (method, str(path), setup, options),
                                        args.timeout)
@@ -579,7 +604,8 @@ def run_dense(args: argparse.Namespace) -> Iterator[str]:
     if read["status"] == "ok":
         yield (f"Zarr read rate: {read['rate'] / 1e9:.2f} GB/s (best of "
                f"{', '.join(f'{t:.2f}' for t in read['times'])} s for {nbytes / 1e9:.2f} GB; "
-               f"{read['passes_counted']:.2f} reads counted per timed read)\n")
+               f"{read['passes_counted']:.2f} reads counted per timed read; cores stolen "
+               f"{', '.join(f'{c:.2f}' for c in read['steal'])})\n")
     yield (f"Dense {n:,} × {d:,} float32 from Zarr ({nbytes / 1e9:.1f} GB, chunks {chunk} × "
            f"{chunk}); LocalCluster {args.workers} × {args.threads} thread(s), memory_limit "
            f"{cluster['memory_limit'] / 2**30:.2f} GiB each ({args.memory_fraction:g} of the "
@@ -671,6 +697,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-reference", action="store_true",
                         help="fit no reference (its 50 minutes at 40 GB on 2 cores): the "
                              "eigenvalue errors stay blank")
+    parser.add_argument("--adjacent-reads", action=argparse.BooleanOptionalAction, default=True,
+                        help="read the array just before and after each dense fit, on its "
+                             "cluster (a second bound)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per fit")
     parser.add_argument("--remove-store", action="store_true",
                         help="delete the dense Zarr store at the end")
