@@ -64,11 +64,11 @@ later (BENCHMARKS.md §11: reads of the same store took 85-124 s on different ru
 fit's child also reads the array once just before and once just after its fit, on the fit's own
 cluster (``--no-adjacent-reads`` skips them): *reads beside the fit* and *fit / bound beside*
 (the bound at the faster of the two). *cores stolen* is the hypervisor's steal time over the fit
-(and over each read), in cores. Memory: *client* is the peak resident set size of the fitting process minus the one
-before the fit (psutil, every 5 ms); *largest worker* the peak resident set size of the
-largest worker process (absolute, beside its limit), *workers' sum* the peak of their sum minus
-the one before the fit (every 50 ms); *spilled* the bytes the workers wrote to disk. *other
-load* is the cores other processes kept busy during the fit.
+(and over each read), in cores. Memory: *client* is the peak resident set size of the fitting
+process minus the one before the fit (psutil, every 5 ms); *largest worker* the peak resident
+set size of the largest worker process (absolute, beside its limit), *workers' sum* the peak of
+their sum minus the one before the fit (every 50 ms); *spilled* the bytes the workers wrote to
+disk. *other load* is the cores other processes kept busy during the fit.
 
 **Sparse, in memory.** ``n × d`` CSR float64 (default 1,000,000 × 100,000) with ``--density``
 nonzeros (default 0.1 %) from a topic model: each row has ``Poisson(density · d)`` entries;
@@ -531,8 +531,9 @@ def dense_report(records: dict[str, dict[str, Any]], nbytes: int) -> str:
         ])
     return markdown_table(
         ["method", "setting", "fit (s)", "passes counted (reported)", "bound (s)", "fit / bound",
-         "reads beside the fit (s)", "fit / bound beside", "client peak MiB", "largest worker peak / limit MiB", "workers' sum peak MiB",
-         "spilled MiB", "eigenvalue error", "other load", "cores stolen"], rows)
+         "reads beside the fit (s)", "fit / bound beside", "client peak MiB",
+         "largest worker peak / limit MiB", "workers' sum peak MiB", "spilled MiB",
+         "eigenvalue error", "other load", "cores stolen"], rows)
 
 
 def sparse_report(records: dict[str, dict[str, Any]]) -> str:

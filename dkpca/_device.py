@@ -68,8 +68,8 @@ def array_module(*arrays: Any) -> ModuleType:
     Arrays of another library that implements the array API standard (``__array_namespace__``,
     as ``array_api_strict`` does) give that library's namespace: the code written against the
     standard (the block Krylov solver of :mod:`dkpca.linalg`, the kernels that run on a GPU)
-    runs on them unchanged, which is how the tests keep numpy-only calls out of it. Anything else (numpy arrays, scalars,
-    sparse matrices) is numpy's.
+    runs on them unchanged, which is how the tests keep numpy-only calls out of it. Anything
+    else (numpy arrays, scalars, sparse matrices) is numpy's.
 
     Examples
     --------
