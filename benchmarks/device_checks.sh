@@ -94,9 +94,9 @@ case "$part" in
     run 400 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu gpu64 --timeout 320
     ;;
   products)  # GPU tests; a streamed tile formed inside its products; 1,000,000 rows
-    run 130 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_fused.py tests/test_gpu.py
-    run 50 "$PY" benchmarks/bench_gpu.py --stream-probe
-    run 140 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 120
+    run 170 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_fused.py tests/test_gpu.py
+    run 60 "$PY" benchmarks/bench_gpu.py --stream-probe
+    run 150 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 130
     ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2

@@ -37,41 +37,26 @@ EXP_MINUS_KERNEL = "dkpca_exp_minus"
 EXP_PRODUCT_SOURCE = r"""
 // The streamed tile's values and their product with a block of V, in one read of the exponent.
 //
-// Z (rows x cols, C order) holds the exponent of an exponential kernel. Each block makes DK_BM
-// output rows of P = F(Z) W (or F(Z)^T W when TRANS) for one slab of DK_BN columns of W, over
-// one split of the reduction, where F(z) = f(z) - shift with f = expm1 or exp (FORM 1 or 0, or
+// Z (rows x cols, C order) holds the exponent of an exponential kernel. Each block makes BM
+// output rows of P = F(Z) W (or F(Z)^T W when TRANS) for one slab of BN columns of W, over one
+// split of the reduction, where F(z) = f(z) - shift with f = expm1 or exp (FORM 1 or 0, or
 // read from the device when FORM is 2), and F = f(0) - shift exactly on a diagonal tile's
 // diagonal. The values are rounded as the elementwise pass rounds them (f(z) in T, then less
-// the shift in T), so the tile is the one the unfused pass would store. Each split's partial
-// goes to its own slice of `partial`, and dkpca_sum_splits adds them in double in a fixed
-// order (no atomics: the same numbers on every run).
-#define DK_BM 256
+// the shift in T), so the tile is the one the unfused pass would store; each split's partial
+// is written to its own slice of `out` (no atomics: the same numbers on every run).
+#define DK_BM 128
+#define DK_BK 32
 #define DK_BN 32
-#define DK_BK 16
-#define DK_TM 8
+#define DK_TM 4
 #define DK_TN 8
 #define DK_THREADS 128
-#define DK_PAD 4
-
-template <typename T> struct dk_vector;
-template <> struct dk_vector<float> { typedef float4 type; };
-template <> struct dk_vector<double> { typedef double2 type; };
-
-template <typename T, int N>
-__device__ __forceinline__ void dk_load(T (&into)[N], const T* from) {
-    typedef typename dk_vector<T>::type V;
-    const int per = sizeof(V) / sizeof(T);
-#pragma unroll
-    for (int q = 0; q < N / per; ++q)
-        *reinterpret_cast<V*>(&into[q * per]) = reinterpret_cast<const V*>(from)[q];
-}
 
 template <typename T, bool TRANS, int FORM>
 __global__ void __launch_bounds__(DK_THREADS) dkpca_exp_product(
     const T* __restrict__ Z, long long rows, long long cols,
     const T* __restrict__ W, int width,
     const bool* __restrict__ near_one, const T* __restrict__ shift,
-    int diagonal, long long span, T* __restrict__ partial)
+    int diagonal, long long span, T* __restrict__ out)
 {
     const long long out_rows = TRANS ? cols : rows;
     const long long depth = TRANS ? rows : cols;
@@ -80,8 +65,8 @@ __global__ void __launch_bounds__(DK_THREADS) dkpca_exp_product(
     const long long k_begin = (long long)blockIdx.y * span;
     const long long k_end = min(k_begin + span, depth);
 
-    __shared__ __align__(16) T values[DK_BK][DK_BM + DK_PAD];  // F(Z), reduction index first
-    __shared__ __align__(16) T block[DK_BK][DK_BN];            // the chunk's rows of W
+    __shared__ T values[DK_BK][DK_BM + 1];  // F(Z) of the chunk, reduction index first
+    __shared__ T block[DK_BK][DK_BN];       // the chunk's rows of W
 
     const int t = threadIdx.x;
     const int tx = t % (DK_BN / DK_TN);
@@ -97,7 +82,7 @@ __global__ void __launch_bounds__(DK_THREADS) dkpca_exp_product(
         for (int j = 0; j < DK_TN; ++j) acc[i][j] = T(0);
 
     for (long long k0 = k_begin; k0 < k_end; k0 += DK_BK) {
-        if (!TRANS) {  // a half-warp reads 16 consecutive entries of one row of Z
+        if (!TRANS) {  // a warp reads 32 consecutive entries of one row of Z
             const int kk = t % DK_BK;
             const long long zc = k0 + kk;
 #pragma unroll 8
@@ -111,21 +96,17 @@ __global__ void __launch_bounds__(DK_THREADS) dkpca_exp_product(
                 values[kk][rr] = v;
             }
         } else {  // a warp reads 32 consecutive entries of one row of Z, across the outputs
-#pragma unroll
-            for (int h = 0; h < DK_BM / DK_THREADS; ++h) {
-                const int rr = t + h * DK_THREADS;
-                const long long zc = r0 + rr;
+            const int rr = t;
+            const long long zc = r0 + rr;
 #pragma unroll 8
-                for (int kk = 0; kk < DK_BK; ++kk) {
-                    const long long zr = k0 + kk;
-                    T v = T(0);
-                    if (zc < cols && zr < k_end) {
-                        const T z = Z[zr * cols + zc];
-                        v = diagonal && zr == zc ? on_diagonal
-                                                 : (expm1_form ? expm1(z) : exp(z)) - s;
-                    }
-                    values[kk][rr] = v;
+            for (int kk = 0; kk < DK_BK; ++kk) {
+                const long long zr = k0 + kk;
+                T v = T(0);
+                if (zc < cols && zr < k_end) {
+                    const T z = Z[zr * cols + zc];
+                    v = diagonal && zr == zc ? on_diagonal : (expm1_form ? expm1(z) : exp(z)) - s;
                 }
+                values[kk][rr] = v;
             }
         }
         {
@@ -139,10 +120,11 @@ __global__ void __launch_bounds__(DK_THREADS) dkpca_exp_product(
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < DK_BK; ++kk) {
-            __align__(16) T a[DK_TM];
-            __align__(16) T b[DK_TN];
-            dk_load(a, &values[kk][ty * DK_TM]);
-            dk_load(b, &block[kk][tx * DK_TN]);
+            T a[DK_TM], b[DK_TN];
+#pragma unroll
+            for (int i = 0; i < DK_TM; ++i) a[i] = values[kk][ty * DK_TM + i];
+#pragma unroll
+            for (int j = 0; j < DK_TN; ++j) b[j] = block[kk][tx * DK_TN + j];
 #pragma unroll
             for (int i = 0; i < DK_TM; ++i)
 #pragma unroll
@@ -150,7 +132,7 @@ __global__ void __launch_bounds__(DK_THREADS) dkpca_exp_product(
         }
         __syncthreads();
     }
-    T* part = partial + (long long)blockIdx.y * out_rows * width;
+    T* part = out + (long long)blockIdx.y * out_rows * width;
 #pragma unroll
     for (int i = 0; i < DK_TM; ++i) {
         const long long r = r0 + ty * DK_TM + i;
@@ -160,28 +142,11 @@ __global__ void __launch_bounds__(DK_THREADS) dkpca_exp_product(
         }
     }
 }
-
-// out[r, c] = sum over the splits of partial[s, r, c], in double and in split order, plus
-// scale * sums[c]: the shift's rank-one term (c < columns; partial has `width` >= columns).
-template <typename T>
-__global__ void dkpca_sum_splits(const T* __restrict__ partial, int splits, long long out_rows,
-                                 int width, int columns, const double* __restrict__ scale,
-                                 const double* __restrict__ sums, double* __restrict__ out)
-{
-    const long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (index >= out_rows * columns) return;
-    const long long r = index / columns;
-    const int c = (int)(index % columns);
-    double total = 0.0;
-    for (int split = 0; split < splits; ++split)
-        total += (double)partial[((long long)split * out_rows + r) * width + c];
-    out[index] = total + *scale * sums[c];
-}
 """
 
 #: The source's block shape: output rows per CUDA block, columns of ``V`` per slab, reduction
 #: entries per chunk, threads per block (``DK_BM``, ``DK_BN``, ``DK_BK``, ``DK_THREADS``).
-_BLOCK_ROWS, _SLAB, _CHUNK, _THREADS = 256, 32, 16, 128
+_BLOCK_ROWS, _SLAB, _CHUNK, _THREADS = 128, 32, 32, 128
 
 #: CUDA blocks a product aims for (enough to fill a GPU); splits of the reduction make them up.
 _TARGET_BLOCKS = 1024
@@ -249,13 +214,9 @@ def exp_minus_in_place(Z: Any, near_one: Any, shift: Any) -> Any:
     return Z
 
 
-#: The C type of each dtype the kernels are instantiated for.
-_CTYPES = {"float32": "float", "float64": "double"}
-
-
 def _exp_product_name(dtype: np.dtype, transposed: bool, form: str) -> str:
     """Return the template instance's name expression (also the CuPy stand-in's key)."""
-    ctype = _CTYPES[np.dtype(dtype).name]
+    ctype = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
     return f"dkpca_exp_product<{ctype},{str(transposed).lower()},{_FORMS[form]}>"
 
 
@@ -264,20 +225,15 @@ def _cuda_exp_products(dtype_name: str) -> Any:
     """Compile (once per process and dtype) every side and form of the fused product."""
     names = [_exp_product_name(np.dtype(dtype_name), transposed, form)
              for transposed in (False, True) for form in _FORMS]
-    names.append(_sum_splits_name(np.dtype(dtype_name)))
     return import_cupy().RawModule(code=EXP_PRODUCT_SOURCE, options=("-std=c++17",),
                                    name_expressions=names)
 
 
-def _sum_splits_name(dtype: np.dtype) -> str:
-    """Return the name expression of the kernel that adds the splits' partials."""
-    return f"dkpca_sum_splits<{_CTYPES[np.dtype(dtype).name]}>"
-
-
 @functools.cache
-def _cuda_function(dtype_name: str, name: str) -> Any:
-    """Return one compiled instance of the fused product's module (see above)."""
-    return _cuda_exp_products(dtype_name).get_function(name)
+def _cuda_exp_product(dtype_name: str, transposed: bool, form: str) -> Any:
+    """Return one side and form of the fused product, compiled (see :func:`_cuda_exp_products`)."""
+    return _cuda_exp_products(dtype_name).get_function(
+        _exp_product_name(np.dtype(dtype_name), transposed, form))
 
 
 def _splits(out_rows: int, slabs: int, depth: int) -> tuple[int, int]:
@@ -290,7 +246,7 @@ def _splits(out_rows: int, slabs: int, depth: int) -> tuple[int, int]:
 
 
 def exp_product(Z: Any, near_one: Any, shift: Any, diagonal: bool, W: Any,
-                transposed: bool = False, plus: tuple[Any, Any] | None = None) -> Any:
+                transposed: bool = False) -> Any:
     """Return ``F W`` (or ``Fᵀ W``) in float64, ``F`` the tile :func:`exp_minus_in_place` makes.
 
     ``F = f(Z) - shift`` with ``f`` as there, and, on a diagonal tile, its exact diagonal
@@ -311,9 +267,6 @@ def exp_product(Z: Any, near_one: Any, shift: Any, diagonal: bool, W: Any,
         The block to multiply: ``Z.shape[1]`` rows (``Z.shape[0]`` when ``transposed``).
     transposed : bool
         Multiply by ``Fᵀ``.
-    plus : (0-d float64 array, float64 vector), optional
-        ``(c, u)``: the rank-one term ``c 1 uᵀ`` added to the product (a tile's shift, with
-        ``u`` the column sums of the block), in float64.
 
     Returns
     -------
@@ -332,31 +285,22 @@ def exp_product(Z: Any, near_one: Any, shift: Any, diagonal: bool, W: Any,
         F = exp_minus_in_place(Z.copy(), near_one, shift)
         if diagonal:
             np.fill_diagonal(F, (0.0 if bool(near_one) else 1.0) - F.dtype.type(shift))
-        out = ((F.T if transposed else F) @ W).astype(np.float64)
-        if plus is not None:
-            out += plus[0] * plus[1]
-        return out
+        return ((F.T if transposed else F) @ W).astype(np.float64)
     Z = xp.ascontiguousarray(Z)
-    columns = W.shape[1]
-    width = -(-columns // _SLAB) * _SLAB
-    if width != columns:
-        W = xp.concatenate([W, xp.zeros((W.shape[0], width - columns), W.dtype)], axis=1)
+    width = W.shape[1]
+    padded = -(-width // _SLAB) * _SLAB
+    if padded != width:
+        W = xp.concatenate([W, xp.zeros((W.shape[0], padded - width), W.dtype)], axis=1)
     W = xp.ascontiguousarray(W, dtype=Z.dtype)
     rows, cols = Z.shape
     out_rows, depth = (cols, rows) if transposed else (rows, cols)
-    splits, span = _splits(out_rows, width // _SLAB, depth)
+    splits, span = _splits(out_rows, padded // _SLAB, depth)
     form = ("expm1" if near_one else "exp") if isinstance(near_one, (bool, np.bool_)) else "either"
     flag = Z if form != "either" else xp.asarray(near_one, dtype=bool)  # unread unless "either"
-    partial = xp.empty((splits, out_rows, width), dtype=Z.dtype)
-    grid = (-(-out_rows // _BLOCK_ROWS), splits, width // _SLAB)
-    _cuda_function(Z.dtype.name, _exp_product_name(Z.dtype, transposed, form))(
-        grid, (_THREADS,), (Z, np.int64(rows), np.int64(cols), W, np.int32(width), flag,
-                            xp.asarray(shift, dtype=Z.dtype), np.int32(diagonal),
-                            np.int64(span), partial))
-    scale, sums = plus if plus is not None else (xp.zeros(()), xp.zeros(columns))
-    out = xp.empty((out_rows, columns), dtype=np.float64)
-    _cuda_function(Z.dtype.name, _sum_splits_name(Z.dtype))(
-        (-(-out.size // _THREADS),), (_THREADS,),
-        (partial, np.int32(splits), np.int64(out_rows), np.int32(width), np.int32(columns),
-         xp.asarray(scale, dtype=np.float64), xp.ascontiguousarray(sums, dtype=np.float64), out))
-    return out
+    kernel = _cuda_exp_product(Z.dtype.name, transposed, form)
+    partial = xp.empty((splits, out_rows, padded), dtype=Z.dtype)
+    grid = (-(-out_rows // _BLOCK_ROWS), splits, padded // _SLAB)
+    kernel(grid, (_THREADS,), (Z, np.int64(rows), np.int64(cols), W, np.int32(padded), flag,
+                               xp.asarray(shift, dtype=Z.dtype), np.int32(diagonal),
+                               np.int64(span), partial))
+    return partial.sum(axis=0, dtype=np.float64)[:, :width]

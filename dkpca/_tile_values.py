@@ -142,8 +142,9 @@ def streamed_products(kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray, dtype: np.
             def product(block: BlockOfV | None, transposed: bool) -> Any:
                 if block is None:
                     return None
-                return exp_product(Z, near_one, mean, diagonal, block.cast, transposed,
-                                   plus=(shift, block.sums))
+                out = exp_product(Z, near_one, mean, diagonal, block.cast, transposed)
+                out += shift * block.sums
+                return out
 
             return product(into_rows, False), product(into_columns, True), near_one
     tile = StoredTile.evaluate(kernel, Xi, Xj, dtype, diagonal, statistics=False,

@@ -284,24 +284,11 @@ def _exp_product(instance: str, grid: tuple[int, int, int], block: tuple[int, ..
     A = F.T if transposed == "true" else F
     splits = out.shape[0]
     if (block != (128,) or grid[1] != splits or not W.shape[1] == width == 32 * grid[2]
-            or 256 * grid[0] < A.shape[0] or span * splits < A.shape[1]):
+            or 128 * grid[0] < A.shape[0] or span * splits < A.shape[1]):
         raise ValueError("a launch that does not cover the product")
     for split in range(splits):
         depth = slice(split * span, (split + 1) * span)
         out[split] = A[:, depth] @ W[depth]
-
-
-def _sum_splits(instance: str, grid: tuple[int, ...], block: tuple[int, ...],
-                partial: np.ndarray, splits: np.int32, out_rows: np.int64, width: np.int32,
-                columns: np.int32, scale: np.ndarray, sums: np.ndarray, out: np.ndarray) -> None:
-    """``dkpca_sum_splits<T>``: the splits' partials added in float64, plus the rank-one term."""
-    if partial.shape != (splits, out_rows, width) or out.shape != (out_rows, columns):
-        raise ValueError("an array argument of the wrong shape")
-    if out.dtype != np.float64 or scale.dtype != np.float64 or sums.shape != (columns,):
-        raise TypeError("an array argument of the wrong type")
-    if grid[0] * block[0] < out.size:
-        raise ValueError("a launch that does not cover the sum")
-    out[...] = partial[:, :, :columns].astype(np.float64).sum(axis=0) + scale * sums
 
 
 class RawModule:
@@ -317,10 +304,12 @@ class RawModule:
     def get_function(self, name: str) -> Any:
         if name not in self.names:
             raise KeyError(f"{name!r} was not among the module's name expressions")
+        function = _RAW[name.split("<")[0]]
+
         def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...]) -> None:
             if not all(isinstance(a, (ndarray, np.generic)) for a in args):
                 raise TypeError("a kernel takes device arrays and numpy scalars")
-            _RAW[name.split("<")[0]](name, tuple(grid), tuple(block), *_unwrap(args))
+            function(name, tuple(grid), tuple(block), *_unwrap(args))
 
         launch.name = name
         return launch
@@ -328,7 +317,7 @@ class RawModule:
 
 #: The raw CUDA kernels dkpca compiles, by template name, as numpy functions of the instance's
 #: name, the launch shape and the kernel's arguments.
-_RAW = {"dkpca_exp_product": _exp_product, "dkpca_sum_splits": _sum_splits}
+_RAW = {"dkpca_exp_product": _exp_product}
 
 #: ``cupy.cuda``: one "GPU" with 8 GiB free.
 cuda = types.SimpleNamespace(
