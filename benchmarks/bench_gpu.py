@@ -38,12 +38,9 @@ every chunk), the pass over the data (its own log line), the rest (``K_LL``, its
 root, the small eigenproblem), and, measured after the fit, one plain threaded read of the store.
 
 ``--stream-probe`` instead times one streamed tile of the GPU's size (1 GiB float32, off the
-diagonal) step by step: the whole tile as a pass handles it (its values formed inside the two
-products, :func:`dkpca._fused.exp_product`), the host's time to queue it, the same tile with its
-values stored first (the elementwise pass, then two GEMMs: the pass before the fused products),
-the distance GEMM, each fused product, the fused ``exp`` and shift, the two products of the
-stored tile, the GEMM alone, a double-double sum, and distance-shaped GEMMs with the inner
-dimension padded (``d + 2`` is what RBF uses).
+diagonal) step by step: the whole tile as a pass handles it, the host's time to queue it, the
+distance GEMM, the fused ``exp`` and shift, the two products and a double-double sum, and
+distance-shaped GEMMs with the inner dimension padded (``d + 2`` is what RBF uses).
 
 ``--tile-probe N`` instead times one cached pass on the GPU at ``N × d`` for several tile sizes
 (what :data:`dkpca.solvers.randomized.GPU_TILE_BYTES` was chosen from): the whole
@@ -269,9 +266,9 @@ def _stream_probe(d: int, repeats: int = 5) -> None:
 
     import cupy
 
-    from dkpca._fused import exp_minus_in_place, exp_product
+    from dkpca._fused import exp_minus_in_place
     from dkpca._tile_holders import two_sum_into
-    from dkpca._tile_values import BlockOfV, StoredTile, _moved_blocks, streamed_products
+    from dkpca._tile_values import StoredTile, _moved_blocks
     from dkpca.kernels import RBF
     from dkpca.solvers.randomized import GPU_TILE_BYTES
 
@@ -281,25 +278,17 @@ def _stream_probe(d: int, repeats: int = 5) -> None:
     kernel, f32 = RBF(gamma=1.0 / d), np.dtype(np.float32)
     V = cupy.asarray(np.random.default_rng(0).standard_normal((2 * m, 32)))
     high, low = cupy.zeros((2 * m, 32)), cupy.zeros((2 * m, 32))
-    block_i, block_j = BlockOfV.of(V[:m], f32), BlockOfV.of(V[m:], f32)
-    form = bool(streamed_products(kernel, Xi, Xj, f32, False, None, block_j, block_i)[2])
 
     def tile() -> None:  # what state_product does for one off-diagonal streamed tile
-        rows, columns, _ = streamed_products(kernel, Xi, Xj, f32, False, form, block_j, block_i)
-        two_sum_into(high[:m], low[:m], rows)
-        two_sum_into(high[m:], low[m:], columns)
-
-    def stored_tile() -> None:  # the same with the values written to GPU memory first
-        t = StoredTile.evaluate(kernel, Xi, Xj, f32, False, statistics=False, near_one=form)
-        two_sum_into(high[:m], low[:m], t.product(block_j))
-        two_sum_into(high[m:], low[m:], t.product(block_i, transposed=True))
+        t = StoredTile.evaluate(kernel, Xi, Xj, f32, False, statistics=False)
+        two_sum_into(high[:m], low[:m], t.product(V[m:]))
+        two_sum_into(high[m:], low[m:], t.product(V[:m], transposed=True))
 
     def each(function) -> float:
         return _gpu_seconds(lambda: [function() for _ in range(repeats)]) / repeats
 
     synchronize = cupy.cuda.Device().synchronize
     tile()
-    stored_tile()
     synchronize()
     start = time.perf_counter()
     for _ in range(repeats):
@@ -308,23 +297,16 @@ def _stream_probe(d: int, repeats: int = 5) -> None:
     synchronize()
     moved = _moved_blocks(kernel, Xi, Xj, f32)
     Z = kernel.exponent(*moved)
-    mean = cupy.asarray(-0.01, dtype=np.float32)
-    stored = StoredTile.evaluate(kernel, Xi, Xj, f32, False, statistics=False, near_one=form)
-    rows = [["whole tile, values formed inside the products (2 double-double sums)", each(tile)],
+    stored = StoredTile.evaluate(kernel, Xi, Xj, f32, False, statistics=False)
+    V32 = V[m:].astype(np.float32)
+    rows = [["whole tile (evaluate, 2 products, 2 double-double sums)", each(tile)],
             ["  host time to queue it (no wait)", queued],
-            ["whole tile, values stored first (exp pass, 2 GEMMs)", each(stored_tile)],
             ["exponent (moved blocks, norms, distance GEMM)", each(
                 lambda: kernel.exponent(*_moved_blocks(kernel, Xi, Xj, f32)))],
-            ["fused product K V from the exponent (float64 out)", each(
-                lambda: exp_product(Z, form, mean, False, block_j.cast))],
-            ["fused product Kᵀ V from the exponent", each(
-                lambda: exp_product(Z, form, mean, False, block_i.cast, transposed=True))],
-            ["exp and shift, fused (one pass)", each(lambda: exp_minus_in_place(Z, form, 0.0))],
-            ["product K V of the stored tile (float64 out, shift term)", each(
-                lambda: stored.product(block_j))],
-            ["product Kᵀ V of the stored tile", each(
-                lambda: stored.product(block_i, transposed=True))],
-            ["GEMM alone K V (float32, b = 32)", each(lambda: stored.values @ block_j.cast)],
+            ["exp and shift, fused (one pass)", each(lambda: exp_minus_in_place(Z, False, 0.0))],
+            ["product K V (float64 out, shift term)", each(lambda: stored.product(V[m:]))],
+            ["product Kᵀ V", each(lambda: stored.product(V[:m], transposed=True))],
+            ["GEMM alone K V (float32, b = 32)", each(lambda: stored.values @ V32)],
             ["double-double sum of one product", each(
                 lambda: two_sum_into(high[:m], low[:m], V[m:]))]]
     for k in (d + 2, d + 4, d + 8, d + 16):

@@ -63,7 +63,7 @@ from ._device import (
     to_host,
     zeros,
 )
-from ._tile_values import BlockOfV, ProductScratch, StoredTile, streamed_products
+from ._tile_values import BlockOfV, ProductScratch, StoredTile
 from .kernels import Kernel
 from .linalg import single_threaded_blas
 
@@ -424,21 +424,19 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
             multiply_tile(k, i, j)
 
     def multiply_tile(k: int, i: int, j: int) -> None:
-        buffers = scratch()
-        into_i = blocks[j] if state.owns(i) else None
-        into_j = blocks[i] if i != j and state.owns(j) else None
         if state.tiles is not None:
-            part_i, part_j = state.tiles[k].products_into(into_i, into_j, buffers)
+            tile = state.tiles[k]
         else:
-            part_i, part_j, form = streamed_products(
-                state.kernel, state.blocks[i], state.blocks[j], state.dtype, i == j,
-                state.forms.get(k), into_i, into_j, buffers)
-            if k not in state.forms and form is not None:
-                forms[k] = form
-        if part_i is not None:
-            add(i, part_i, buffers)
-        if part_j is not None:
-            add(j, part_j, buffers)
+            tile = StoredTile.evaluate(state.kernel, state.blocks[i], state.blocks[j],
+                                       state.dtype, i == j, statistics=False,
+                                       near_one=state.forms.get(k))
+            if k not in state.forms and tile.near_one is not None:
+                forms[k] = tile.near_one
+        buffers = scratch()
+        if state.owns(i):
+            add(i, tile.product(blocks[j], buffers), buffers)
+        if i != j and state.owns(j):
+            add(j, tile.product(blocks[i], buffers, transposed=True), buffers)
 
     with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from ._device import array_module, is_device_array
-from ._fused import exp_minus_in_place, exp_product
+from ._device import array_module
+from ._fused import exp_minus_in_place
 from .kernels import Kernel
 from .kernels._base import ExponentialKernel
 
-__all__ = ["BlockOfV", "ProductScratch", "StoredTile", "evaluate_tile", "streamed_products"]
+__all__ = ["BlockOfV", "ProductScratch", "StoredTile", "evaluate_tile"]
 
 #: Rows of a streamed tile whose mean serves as its shift.
 _SHIFT_SAMPLE_ROWS = 64
@@ -67,13 +67,18 @@ def _moved_blocks(kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray,
     return Xi, Xj
 
 
-def _form_and_shift(Z: Any, diagonal: bool, near_one: Any) -> tuple[Any, Any, Any]:
-    """Return a streamed exponent tile's form of ``exp``, its base (``f = exp - base``) and mean.
+def _streamed_exponential(kernel: ExponentialKernel, Xi: np.ndarray, Xj: np.ndarray,
+                          dtype: np.dtype, diagonal: bool,
+                          near_one: Any = None) -> tuple[np.ndarray, Any, Any]:
+    """Return a streamed tile of ``exp(E)`` less its shift, the shift and the form of ``exp``.
 
-    Both are judged on a subsample of rows and stay on the tile's device (0-d arrays of
-    ``Z``'s dtype); a form the caller already knows (from the tile's previous evaluation) is
-    taken as given. ``Z`` is not changed.
+    The offset form (``expm1`` where ``near_one``, else ``exp``) and the mean are taken from a
+    subsample of rows and kept on the tile's device, and
+    :func:`~dkpca._fused.exp_minus_in_place` applies both in one pass: on a GPU nothing waits
+    for the host (see :mod:`dkpca._fused`). A form the caller already knows (from the tile's
+    previous evaluation) is taken as given.
     """
+    Z = kernel.exponent(*_moved_blocks(kernel, Xi, Xj, dtype))
     xp = array_module(Z)
     step = max(1, Z.shape[0] // _SHIFT_SAMPLE_ROWS)
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: solvers report it
@@ -85,71 +90,12 @@ def _form_and_shift(Z: Any, diagonal: bool, near_one: Any) -> tuple[Any, Any, An
             rows = xp.arange(sample.shape[0])
             sample[rows, rows * step] = 1 - base
         mean = sample.mean(dtype=np.float64).astype(Z.dtype)
-    return near_one, base, mean
-
-
-def _streamed_exponential(kernel: ExponentialKernel, Xi: np.ndarray, Xj: np.ndarray,
-                          dtype: np.dtype, diagonal: bool,
-                          near_one: Any = None) -> tuple[np.ndarray, Any, Any]:
-    """Return a streamed tile of ``exp(E)`` less its shift, the shift and the form of ``exp``.
-
-    The form and the mean come from :func:`_form_and_shift`, and
-    :func:`~dkpca._fused.exp_minus_in_place` applies both in one pass: on a GPU nothing waits
-    for the host (see :mod:`dkpca._fused`).
-    """
-    Z = kernel.exponent(*_moved_blocks(kernel, Xi, Xj, dtype))
-    near_one, base, mean = _form_and_shift(Z, diagonal, near_one)
-    with np.errstate(invalid="ignore", over="ignore"):
         exp_minus_in_place(Z, near_one, mean)
         if diagonal:
-            rows = array_module(Z).arange(Z.shape[0])
+            rows = xp.arange(Z.shape[0])
             Z[rows, rows] = (1 - base) - mean
     return (Z.astype(dtype, copy=False), base.astype(np.float64) + mean.astype(np.float64),
             near_one)
-
-
-def streamed_products(kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray, dtype: np.dtype,
-                      diagonal: bool, near_one: Any, into_rows: BlockOfV | None,
-                      into_columns: BlockOfV | None,
-                      scratch: ProductScratch | None = None) -> tuple[Any, Any, Any]:
-    """Return ``(K_ij Vj, K_ijᵀ Vi, form)`` of a tile evaluated for this pass only.
-
-    ``into_rows`` is the block ``Vj`` and ``into_columns`` the block ``Vi``; a product whose
-    block is ``None`` is not made (``None`` in its place). The products are those of
-    :meth:`StoredTile.product` on the tile ``StoredTile.evaluate(..., statistics=False)``
-    makes; ``form`` is its :attr:`StoredTile.near_one`. On a GPU an exponential kernel's tile is
-    not stored: :func:`~dkpca._fused.exp_product` forms its values from the exponent inside
-    each product (``scratch``, host buffers, is not used there).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dkpca.kernels import RBF
-    >>> X = np.random.default_rng(0).normal(size=(4, 2))
-    >>> V = BlockOfV.of(np.ones((4, 1)), np.dtype(np.float64))
-    >>> rows, columns, form = streamed_products(RBF(gamma=1.0), X, X, np.dtype(np.float64),
-    ...                                         True, None, V, None)
-    >>> bool(np.allclose(rows, RBF(gamma=1.0).pairwise(X).sum(axis=1, keepdims=True)))
-    True
-    """
-    if isinstance(kernel, ExponentialKernel) and is_device_array(Xi):
-        moved = _moved_blocks(kernel, Xi, Xj, dtype)
-        if all(block.dtype == dtype for block in moved):
-            Z = kernel.exponent(*moved)
-            near_one, base, mean = _form_and_shift(Z, diagonal, near_one)
-            shift = base.astype(np.float64) + mean.astype(np.float64)
-
-            def product(block: BlockOfV | None, transposed: bool) -> Any:
-                if block is None:
-                    return None
-                out = exp_product(Z, near_one, mean, diagonal, block.cast, transposed)
-                out += shift * block.sums
-                return out
-
-            return product(into_rows, False), product(into_columns, True), near_one
-    tile = StoredTile.evaluate(kernel, Xi, Xj, dtype, diagonal, statistics=False,
-                               near_one=near_one)
-    return (*tile.products_into(into_rows, into_columns, scratch), tile.near_one)
 
 
 @dataclass
@@ -311,17 +257,6 @@ class StoredTile:
         if Vj is None:
             return (self.product(Vi, scratch),)
         return self.product(Vj, scratch), self.product(Vi, scratch, transposed=True)
-
-    def products_into(self, into_rows: BlockOfV | None, into_columns: BlockOfV | None,
-                      scratch: ProductScratch | None = None) -> tuple[Any, Any]:
-        """Return ``(K_ij Vj, K_ijᵀ Vi)`` for the blocks given (``None``: that product not made).
-
-        A holder that returns only its stripe's rows needs only one of an off-diagonal tile's
-        products; with ``scratch`` both are views of its buffers (see :meth:`products`).
-        """
-        return (None if into_rows is None else self.product(into_rows, scratch),
-                None if into_columns is None
-                else self.product(into_columns, scratch, transposed=True))
 
     def product(self, V: np.ndarray | BlockOfV, scratch: ProductScratch | None = None,
                 transposed: bool = False) -> np.ndarray:

@@ -170,8 +170,7 @@ def _device_function(function: Any) -> Any:
 
 #: The module functions dkpca's device code calls, each as CuPy has it (``abs`` shadows the
 #: builtin here, as in CuPy).
-_FUNCTIONS = ("abs", "arange", "argmax", "asfortranarray", "concatenate", "diag", "einsum",
-              "exp", "expm1",
+_FUNCTIONS = ("abs", "arange", "argmax", "asfortranarray", "diag", "einsum", "exp", "expm1",
               "eye", "flatnonzero", "hstack", "isfinite", "isin", "max", "maximum", "mean",
               "nonzero", "ones_like", "sign", "sqrt", "stack", "sum", "take", "take_along_axis",
               "tanh", "triu", "where")
@@ -260,64 +259,6 @@ class ElementwiseKernel:
         self.function(*(arg._data for arg in args))
         return args[-1]
 
-
-def _exp_product(instance: str, grid: tuple[int, int, int], block: tuple[int, ...],
-                 Z: np.ndarray, rows: np.int64, cols: np.int64, W: np.ndarray, width: np.int32,
-                 flag: np.ndarray, shift: np.ndarray, diagonal: np.int32, span: np.int64,
-                 out: np.ndarray) -> None:
-    """``dkpca_exp_product<T, TRANS, FORM>`` of ``dkpca._fused``: each split's partial product."""
-    ctype, transposed, form = instance[instance.index("<") + 1 : -1].split(",")
-    dtype = np.dtype(np.float32 if ctype == "float" else np.float64)
-    scalars = ((rows, np.int64), (cols, np.int64), (width, np.int32), (diagonal, np.int32),
-               (span, np.int64))
-    if any(type(value) is not kind for value, kind in scalars):
-        raise TypeError("a scalar argument of the wrong C type")
-    if {Z.dtype, W.dtype, shift.dtype, out.dtype} != {dtype} or Z.shape != (rows, cols):
-        raise TypeError("an array argument of the wrong type or shape")
-    if not (Z.flags.c_contiguous and W.flags.c_contiguous and out.flags.c_contiguous):
-        raise ValueError("the kernel indexes C-ordered arrays")
-    near_one = {"0": False, "1": True}.get(form)
-    near_one = bool(flag) if near_one is None else near_one
-    F = (np.expm1(Z) if near_one else np.exp(Z)) - shift
-    if diagonal:
-        np.fill_diagonal(F, (0 if near_one else 1) - shift)
-    A = F.T if transposed == "true" else F
-    splits = out.shape[0]
-    if (block != (128,) or grid[1] != splits or not W.shape[1] == width == 32 * grid[2]
-            or 128 * grid[0] < A.shape[0] or span * splits < A.shape[1]):
-        raise ValueError("a launch that does not cover the product")
-    for split in range(splits):
-        depth = slice(split * span, (split + 1) * span)
-        out[split] = A[:, depth] @ W[depth]
-
-
-class RawModule:
-    """CuPy's ``RawModule`` for the template instances of the kernels of ``_RAW``."""
-
-    def __init__(self, code: str, options: tuple[str, ...] = (),
-                 name_expressions: tuple[str, ...] = ()) -> None:
-        for name in name_expressions:
-            if name.split("<")[0] not in _RAW or name.split("<")[0] not in code:
-                raise NotImplementedError(f"the stand-in has no numpy form of {name!r}")
-        self.names = set(name_expressions)
-
-    def get_function(self, name: str) -> Any:
-        if name not in self.names:
-            raise KeyError(f"{name!r} was not among the module's name expressions")
-        function = _RAW[name.split("<")[0]]
-
-        def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...]) -> None:
-            if not all(isinstance(a, (ndarray, np.generic)) for a in args):
-                raise TypeError("a kernel takes device arrays and numpy scalars")
-            function(name, tuple(grid), tuple(block), *_unwrap(args))
-
-        launch.name = name
-        return launch
-
-
-#: The raw CUDA kernels dkpca compiles, by template name, as numpy functions of the instance's
-#: name, the launch shape and the kernel's arguments.
-_RAW = {"dkpca_exp_product": _exp_product}
 
 #: ``cupy.cuda``: one "GPU" with 8 GiB free.
 cuda = types.SimpleNamespace(
