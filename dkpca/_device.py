@@ -27,15 +27,21 @@ __all__ = [
     "DEVICES",
     "DeviceUnavailableError",
     "array_module",
+    "astype",
     "configured_device",
     "device_free_bytes",
     "elementwise_in_place",
     "first_call_alone",
     "gpu_alone",
     "import_cupy",
+    "into",
     "is_device_array",
+    "namespace_dtype",
+    "numpy_dtype",
+    "set_diagonal",
     "to_device",
     "to_host",
+    "writes_in_place",
     "zeros",
 ]
 
@@ -85,6 +91,108 @@ def array_module(*arrays: Any) -> ModuleType:
     return np
 
 
+def writes_in_place(xp: ModuleType) -> bool:
+    """Return whether ``xp``'s functions take ``out=`` (numpy and CuPy; the standard has none).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> writes_in_place(np)
+    True
+    """
+    return xp is np or xp is sys.modules.get("cupy")
+
+
+def into(xp: ModuleType, name: str, *operands: Any, out: Any) -> Any:
+    """Write ``xp.<name>(*operands)`` into ``out`` and return it.
+
+    numpy and CuPy compute into ``out`` (``out=``: no temporary); another library computes a
+    new array, which is then copied in.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = np.zeros(2)
+    >>> into(np, "add", np.ones(2), 1.0, out=out) is out, out
+    (True, array([2., 2.]))
+    """
+    function = getattr(xp, name)
+    if writes_in_place(xp):
+        return function(*operands, out=out)
+    out[...] = function(*operands)
+    return out
+
+
+def astype(x: Any, dtype: Any) -> Any:
+    """Return ``x`` in ``dtype`` (of ``x``'s library), not copied if it is in it already.
+
+    The standard has ``astype`` as a function; numpy, CuPy and scipy's sparse matrices have
+    the method.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.ones(2)
+    >>> astype(x, np.float64) is x, astype(x, np.float32).dtype
+    (True, dtype('float32'))
+    """
+    if hasattr(x, "astype"):
+        return x.astype(dtype, copy=False)
+    return array_module(x).astype(x, dtype, copy=False)
+
+
+def namespace_dtype(xp: ModuleType, dtype: Any) -> Any:
+    """Return ``xp``'s dtype of the same name as numpy's ``dtype`` (numpy's own for CuPy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> namespace_dtype(np, np.dtype("float32"))
+    <class 'numpy.float32'>
+    """
+    return getattr(xp, np.dtype(dtype).name)
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """Return numpy's dtype of an array's ``dtype``, whatever its library (by name otherwise).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> numpy_dtype(np.float32)
+    dtype('float32')
+    """
+    try:
+        return np.dtype(dtype)
+    except TypeError:  # another library's dtype object, printed as "library.float32"
+        return np.dtype(str(dtype).rsplit(".", 1)[-1])
+
+
+def set_diagonal(K: Any, values: Any, step: int = 1) -> Any:
+    """Set ``K[r, r * step]`` to ``values`` (one value, or one a row) for every row ``r``.
+
+    In place; ``step`` is that of a row subsample ``K[::step]`` of a square tile, whose
+    diagonal entries then lie ``step`` columns apart. The standard has no integer-array
+    assignment, so another library's ``K`` is rewritten through a mask.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> set_diagonal(np.zeros((2, 4)), 1.0, step=2)
+    array([[1., 0., 0., 0.],
+           [0., 0., 1., 0.]])
+    """
+    xp = array_module(K)
+    rows = xp.arange(K.shape[0])
+    if writes_in_place(xp):
+        K[rows, rows * step] = values
+        return K
+    values = xp.asarray(values, dtype=K.dtype)
+    mask = xp.reshape(rows * step, (-1, 1)) == xp.reshape(xp.arange(K.shape[1]), (1, -1))
+    K[...] = xp.where(mask, xp.reshape(values, (-1, 1)) if values.ndim else values, K)
+    return K
+
+
 def elementwise_in_place(xp: ModuleType, name: str, x: Any) -> Any:
     """Return ``xp.<name>(x)``, written into ``x`` where the library can (numpy, CuPy).
 
@@ -100,7 +208,7 @@ def elementwise_in_place(xp: ModuleType, name: str, x: Any) -> Any:
     (True, array([1., 1.]))
     """
     function = getattr(xp, name)
-    if xp is np or xp is sys.modules.get("cupy"):
+    if writes_in_place(xp):
         return function(x, out=x)
     return function(x)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._device import array_module, import_cupy
+from ._device import array_module, import_cupy, into, is_device_array
 
 __all__ = ["exp_minus_in_place"]
 
@@ -73,8 +73,8 @@ def exp_minus_in_place(Z: Any, near_one: Any, shift: Any) -> Any:
     """
     xp = array_module(Z)
     shift = xp.asarray(shift, dtype=Z.dtype)
-    if xp is np:
-        (np.expm1 if bool(near_one) else np.exp)(Z, out=Z)
+    if not is_device_array(Z):  # numpy, or another library of the standard
+        into(xp, "expm1" if bool(near_one) else "exp", Z, out=Z)
         Z -= shift
         return Z
     if isinstance(near_one, (bool, np.bool_)):

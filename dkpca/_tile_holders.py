@@ -58,6 +58,7 @@ from ._device import (
     device_free_bytes,
     first_call_alone,
     import_cupy,
+    into,
     is_device_array,
     to_device,
     to_host,
@@ -364,15 +365,16 @@ def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
     >>> high + low
     array([2.e-17])
     """
+    xp = array_module(high)
     if scratch is None:
-        scratch = [array_module(high).empty(high.shape, dtype=high.dtype) for _ in range(3)]
-    total, virtual, error = (buffer[: len(term)] for buffer in scratch)
-    np.add(high, term, out=total)
-    np.subtract(total, high, out=virtual)
-    np.subtract(total, virtual, out=error)
-    np.subtract(high, error, out=error)  # high - (total - virtual)
-    np.subtract(term, virtual, out=virtual)  # term - virtual
-    np.add(error, virtual, out=error)
+        scratch = [xp.empty(high.shape, dtype=high.dtype) for _ in range(3)]
+    total, virtual, error = (buffer[: term.shape[0], ...] for buffer in scratch)
+    into(xp, "add", high, term, out=total)
+    into(xp, "subtract", total, high, out=virtual)
+    into(xp, "subtract", total, virtual, out=error)
+    into(xp, "subtract", high, error, out=error)  # high - (total - virtual)
+    into(xp, "subtract", term, virtual, out=virtual)  # term - virtual
+    into(xp, "add", error, virtual, out=error)
     low += error
     high[...] = total
 

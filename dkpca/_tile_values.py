@@ -13,7 +13,10 @@ unchanged and removes the cancellation a large offset would cause in ``||x||² -
 ||y||²``.
 
 Tiles follow their data: numpy rows give numpy tiles, CuPy rows give tiles on the GPU (see
-:mod:`dkpca._device`); the statistics then stay on the GPU until a holder sums them.
+:mod:`dkpca._device`); the statistics then stay on the GPU until a holder sums them. The
+code is written against the array API standard (``tests/test_array_api.py`` runs it on
+``array_api_strict``), with ``out=`` and integer-array assignment where numpy and CuPy have
+them (:func:`~dkpca._device.into`, :func:`~dkpca._device.set_diagonal`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from ._device import array_module
+from ._device import (
+    array_module,
+    astype,
+    namespace_dtype,
+    numpy_dtype,
+    set_diagonal,
+)
 from ._fused import exp_minus_in_place
 from .kernels import Kernel
 from .kernels._base import ExponentialKernel
@@ -33,6 +42,24 @@ __all__ = ["BlockOfV", "ProductScratch", "StoredTile", "evaluate_tile"]
 
 #: Rows of a streamed tile whose mean serves as its shift.
 _SHIFT_SAMPLE_ROWS = 64
+
+
+def _mean64(A: Any) -> Any:
+    """Return the mean of every entry of ``A``, summed in float64 (a 0-d array or scalar)."""
+    xp = array_module(A)
+    return xp.sum(A, dtype=xp.float64) / max(1, A.size)
+
+
+def _copy(A: Any) -> Any:
+    """Return a copy of ``A`` (the standard has no ``copy`` method)."""
+    return A.copy() if hasattr(A, "copy") else array_module(A).asarray(A, copy=True)
+
+
+def _trace64(K: Any) -> Any:
+    """Return the trace of ``K`` summed in float64 (the standard has it in ``linalg``)."""
+    xp = array_module(K)
+    trace = xp.trace if hasattr(xp, "trace") else xp.linalg.trace
+    return trace(K, dtype=xp.float64)
 
 
 def evaluate_tile(
@@ -62,8 +89,9 @@ def _moved_blocks(kernel: Kernel, Xi: np.ndarray, Xj: np.ndarray,
     # Sparse blocks stay sparse (moving them would densify them); sparse data sit near 0.
     if (np.dtype(dtype) == np.float32 and kernel.translation_invariant
             and not scipy.sparse.issparse(Xi)):
-        center = Xi.mean(axis=0, dtype=np.float64)
-        return (Xi - center).astype(np.float32), (Xj - center).astype(np.float32)
+        xp = array_module(Xi, Xj)
+        center = xp.sum(Xi, axis=0, dtype=xp.float64) / Xi.shape[0]  # numpy's mean, exactly
+        return astype(Xi - center, xp.float32), astype(Xj - center, xp.float32)
     return Xi, Xj
 
 
@@ -83,19 +111,17 @@ def _streamed_exponential(kernel: ExponentialKernel, Xi: np.ndarray, Xj: np.ndar
     step = max(1, Z.shape[0] // _SHIFT_SAMPLE_ROWS)
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: solvers report it
         if near_one is None:
-            near_one = np.exp(Z[::step]).mean(dtype=np.float64) > 0.5
-        base = xp.asarray(near_one, dtype=Z.dtype)
-        sample = exp_minus_in_place(Z[::step].copy(), near_one, 0.0)
+            near_one = _mean64(xp.exp(Z[::step, ...])) > 0.5
+        base = astype(xp.asarray(near_one), Z.dtype)
+        sample = exp_minus_in_place(_copy(Z[::step, ...]), near_one, 0.0)
         if diagonal:  # exactly 1 on the diagonal (the distance expansion only nearly gives 0)
-            rows = xp.arange(sample.shape[0])
-            sample[rows, rows * step] = 1 - base
-        mean = sample.mean(dtype=np.float64).astype(Z.dtype)
+            set_diagonal(sample, 1 - base, step)
+        mean = astype(_mean64(sample), Z.dtype)
         exp_minus_in_place(Z, near_one, mean)
         if diagonal:
-            rows = xp.arange(Z.shape[0])
-            Z[rows, rows] = (1 - base) - mean
-    return (Z.astype(dtype, copy=False), base.astype(np.float64) + mean.astype(np.float64),
-            near_one)
+            set_diagonal(Z, (1 - base) - mean)
+    return (astype(Z, namespace_dtype(xp, dtype)),
+            astype(base, xp.float64) + astype(mean, xp.float64), near_one)
 
 
 @dataclass
@@ -124,8 +150,9 @@ class BlockOfV:
         >>> block.cast.dtype, block.sums
         (dtype('float32'), array([3., 3.]))
         """
-        cast = array_module(V).asarray(V, dtype=dtype, order="C")
-        return cls(cast, V.sum(axis=0, dtype=np.float64))
+        xp = array_module(V)
+        return cls(astype(V, namespace_dtype(xp, numpy_dtype(dtype))),
+                   xp.sum(V, axis=0, dtype=xp.float64))
 
 
 class ProductScratch:
@@ -223,26 +250,26 @@ class StoredTile:
             return cls(values, shift, np.zeros(0), np.zeros(0), 0.0, near_one)
         with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: solvers report it
             K, base = evaluate_tile(kernel, Xi, Xj, dtype)
+            xp = array_module(K)
+            stored = namespace_dtype(xp, dtype)
             if diagonal:  # exact: a distance expansion's cancellation is worst for x against x
-                np.fill_diagonal(K, kernel.diag(Xi) - base)
+                set_diagonal(K, kernel.diag(Xi) - base)
             if not statistics:  # the mean stays on the tile's device: no wait for the host
                 step = max(1, K.shape[0] // _SHIFT_SAMPLE_ROWS)
-                mean = K[::step].mean(dtype=np.float64).astype(K.dtype)
+                mean = astype(_mean64(K[::step, ...]), K.dtype)
                 K -= mean
                 empty = np.zeros(0)
-                return cls(K.astype(dtype, copy=False), mean.astype(np.float64) + base, empty,
-                           empty, 0.0)
+                return cls(astype(K, stored), astype(mean, xp.float64) + base, empty, empty, 0.0)
             # Sums as GEMVs in the tile's precision (blocked accumulation: about 1e-7 relative
             # in float32), three times faster than a float64 reduction over the tile.
-            xp = array_module(K)
-            row_sums = (K @ xp.ones(K.shape[1], K.dtype)).astype(np.float64)
-            col_sums = (xp.ones(K.shape[0], K.dtype) @ K).astype(np.float64)
+            row_sums = astype(K @ xp.ones(K.shape[1], dtype=K.dtype), xp.float64)
+            col_sums = astype(xp.ones(K.shape[0], dtype=K.dtype) @ K, xp.float64)
             # Rounded to the tile's precision first: the shift recorded is exactly the one
             # subtracted (else every entry of a tile would carry the same rounding error).
-            mean = float(K.dtype.type(float(row_sums.sum()) / max(1, K.size)))
-            trace = float(np.trace(K, dtype=np.float64)) + base * K.shape[0] if diagonal else 0.0
-            K -= K.dtype.type(mean)
-        return cls(K.astype(dtype, copy=False), base + mean, row_sums + base * K.shape[1],
+            mean = float(numpy_dtype(K.dtype).type(float(xp.sum(row_sums)) / max(1, K.size)))
+            trace = float(_trace64(K)) + base * K.shape[0] if diagonal else 0.0
+            K -= mean  # exact in the tile's dtype, as a weak Python scalar is in every library
+        return cls(astype(K, stored), base + mean, row_sums + base * K.shape[1],
                    col_sums + base * K.shape[0], trace)
 
     def products(
@@ -268,7 +295,7 @@ class StoredTile:
         block = V if isinstance(V, BlockOfV) else BlockOfV.of(V, self.values.dtype)
         values, slot = (self.values.T, 1) if transposed else (self.values, 0)
         if scratch is None:
-            out = (values @ block.cast).astype(np.float64, copy=False)
+            out = astype(values @ block.cast, array_module(values).float64)
         else:
             product = scratch.product[: len(values)]
             np.matmul(values, block.cast, out=product)

@@ -106,3 +106,63 @@ def test_gpu_kernels_evaluate_on_the_standard_alone(kernel, dtype):
     diagonal = kernel.diag(X_strict)
     assert array_module(diagonal) is xps
     np.testing.assert_allclose(np.asarray(diagonal), kernel.diag(X), rtol=1e-6, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("diagonal", [True, False], ids=["diagonal", "off the diagonal"])
+@pytest.mark.parametrize("statistics", [True, False], ids=["cached", "streamed"])
+@pytest.mark.parametrize("kernel", _gpu_kernels(), ids=repr)
+def test_a_stored_tile_and_its_products_on_the_standard_alone(kernel, dtype, diagonal,
+                                                              statistics):
+    # A tile as the tile engine stores it (its values less their shift, moved blocks for
+    # translation-invariant kernels in float32, the exact diagonal, the row and column sums
+    # and trace when cached; the form of exp and a subsampled shift when streamed) and both of
+    # its products, on strict arrays: numpy's result to a few units of rounding (the kernels
+    # sum their row norms in another order). The data sit far from the origin, so that the
+    # float32 tiles need the moved blocks.
+    from dkpca._tile_values import StoredTile
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(110, 4)) + 30.0
+    Xi, Xj = X[:60], X[:60] if diagonal else X[60:]
+    Vi, Vj = rng.normal(size=(60, 3)), rng.normal(size=(len(Xj), 3))
+    tile_dtype = np.dtype(dtype)
+    want = StoredTile.evaluate(kernel, Xi, Xj, tile_dtype, diagonal, statistics=statistics)
+    got = StoredTile.evaluate(kernel, xps.asarray(Xi), xps.asarray(Xj), tile_dtype, diagonal,
+                              statistics=statistics)
+    assert array_module(got.values) is xps
+    assert got.values.dtype == xps.asarray(want.values).dtype
+    scale = float(np.abs(want.values).max()) + abs(float(want.shift))
+    atol = (1e-12 if dtype == np.float64 else 4e-6) * scale
+    np.testing.assert_allclose(np.asarray(got.values), want.values, rtol=0, atol=atol)
+    assert float(got.shift) == pytest.approx(float(want.shift), rel=0, abs=atol)
+    assert (got.near_one is None) == (want.near_one is None)
+    if want.near_one is not None:
+        assert bool(got.near_one) == bool(want.near_one)
+    if statistics:
+        for sums, expected in ((got.row_sums, want.row_sums), (got.col_sums, want.col_sums)):
+            np.testing.assert_allclose(np.asarray(sums), expected, rtol=0, atol=atol * 60)
+        assert got.trace == pytest.approx(want.trace, rel=0, abs=atol * 60)
+    products = got.products(xps.asarray(Vi), None if diagonal else xps.asarray(Vj))
+    expected = want.products(Vi, None if diagonal else Vj)
+    assert len(products) == len(expected) == (1 if diagonal else 2)
+    for product, reference in zip(products, expected, strict=True):
+        assert array_module(product) is xps and product.dtype == xps.float64
+        np.testing.assert_allclose(np.asarray(product), reference, rtol=0,
+                                   atol=atol * 60 * np.abs(Vi).max())
+
+
+def test_double_double_sums_on_the_standard_alone_equal_numpy_bit_for_bit():
+    # The holders' sums of partial products (Knuth's TwoSum into a high and a low part).
+    from dkpca._tile_holders import two_sum_into
+
+    rng = np.random.default_rng(6)
+    terms = [rng.normal(size=(7, 3)) * 10.0 ** rng.integers(-12, 12) for _ in range(6)]
+    high, low = np.zeros((9, 3)), np.zeros((9, 3))
+    high_strict, low_strict = xps.zeros((9, 3)), xps.zeros((9, 3))
+    for term in terms:
+        two_sum_into(high[:7], low[:7], term)
+        two_sum_into(high_strict[:7, ...], low_strict[:7, ...], xps.asarray(term))
+    np.testing.assert_array_equal(np.asarray(high_strict), high)
+    np.testing.assert_array_equal(np.asarray(low_strict), low)
+    assert np.abs(low).max() > 0  # the low parts carried something

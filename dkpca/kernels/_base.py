@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dkpca._device import array_module, elementwise_in_place
+from dkpca._device import array_module, astype, elementwise_in_place
 
 #: A kernel block: a dense numpy array or a CSR/CSC ``scipy.sparse`` matrix or array.
 Block = Any
@@ -62,20 +62,13 @@ def _result_dtype(X: Block, Y: Block) -> Any:
     return xp.float32 if X.dtype == xp.float32 and Y.dtype == xp.float32 else xp.float64
 
 
-def _astype(A: Block, dtype: Any) -> Block:
-    """Return ``A`` in ``dtype``, not copied if it is (the standard has ``astype`` as a function)."""
-    if hasattr(A, "astype"):
-        return A.astype(dtype, copy=False)
-    return array_module(A).astype(A, dtype, copy=False)
-
-
 def _as_blocks(X: Block, Y: Block | None) -> tuple[Block, Block]:
     """Validate two blocks and bring them to a common floating dtype (sparse stays sparse)."""
     X = _as_operand(X)
     Y = X if Y is None else _as_operand(Y)
     _check_shapes(X, Y)
     dtype = _result_dtype(X, Y)
-    return _astype(X, dtype), _astype(Y, dtype)
+    return astype(X, dtype), astype(Y, dtype)
 
 
 def _row_chunks(A: Block, rows: int) -> Iterator[tuple[int, np.ndarray]]:
