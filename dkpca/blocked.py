@@ -35,7 +35,14 @@ import scipy.sparse
 
 from . import _progress
 from ._cluster_workers import cluster_workers
-from ._device import array_module, configured_device, first_call_alone, to_device, to_host
+from ._device import (
+    array_module,
+    configured_device,
+    first_call_alone,
+    numpy_dtype,
+    to_device,
+    to_host,
+)
 from .io._views import view_blocks
 from .kernels import Kernel
 from .linalg import single_threaded_blas
@@ -160,14 +167,16 @@ def _strip_product(
 ) -> np.ndarray:
     """``K(Xi, Yj) @ Vj``, in row strips so that the kernel strip stays under ``block_bytes``.
 
-    On the blocks' device: numpy on the host, CuPy on a GPU.
+    On the blocks' device: numpy on the host, CuPy on a GPU; written against the array API
+    standard (``tests/test_array_api.py``).
     """
-    strip = max(1, min(block_bytes, STRIP_BYTES) // max(1, Yj.shape[0] * Xi.dtype.itemsize))
-    out = array_module(Xi, Yj, Vj).empty((Xi.shape[0], Vj.shape[1]),
-                                         dtype=np.result_type(Xi.dtype, Vj.dtype))
+    itemsize = numpy_dtype(Xi.dtype).itemsize
+    strip = max(1, min(block_bytes, STRIP_BYTES) // max(1, Yj.shape[0] * itemsize))
+    xp = array_module(Xi, Yj, Vj)
+    out = xp.empty((Xi.shape[0], Vj.shape[1]), dtype=xp.result_type(Xi.dtype, Vj.dtype))
     for start in range(0, Xi.shape[0], strip):
         stop = min(start + strip, Xi.shape[0])
-        out[start:stop] = kernel.pairwise(Xi[start:stop], Yj) @ Vj
+        out[start:stop, :] = kernel.pairwise(Xi[start:stop, :], Yj) @ Vj
     return out
 
 

@@ -172,8 +172,8 @@ def _device_function(function: Any) -> Any:
 #: builtin here, as in CuPy).
 _FUNCTIONS = ("abs", "add", "arange", "argmax", "asfortranarray", "diag", "einsum", "exp",
               "expm1", "eye", "flatnonzero", "hstack", "isfinite", "isin", "max", "maximum",
-              "mean", "nonzero", "ones_like", "sign", "sqrt", "stack", "subtract", "sum", "take",
-              "take_along_axis", "tanh", "trace", "triu", "where")
+              "mean", "nonzero", "ones_like", "result_type", "sign", "sqrt", "stack", "subtract",
+              "sum", "take", "take_along_axis", "tanh", "trace", "triu", "where")
 globals().update({name: _device_function(getattr(np, name)) for name in _FUNCTIONS})
 float32, float64 = np.float32, np.float64  # CuPy's dtypes are numpy's
 

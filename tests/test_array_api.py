@@ -166,3 +166,29 @@ def test_double_double_sums_on_the_standard_alone_equal_numpy_bit_for_bit():
     np.testing.assert_array_equal(np.asarray(high_strict), high)
     np.testing.assert_array_equal(np.asarray(low_strict), low)
     assert np.abs(low).max() > 0  # the low parts carried something
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kernel", _gpu_kernels(), ids=repr)
+def test_a_transform_product_and_nystrom_moments_on_the_standard_alone(kernel, dtype):
+    # The two tasks a GPU runs beside the tiles: the product K(X, Y) V of a transform, and a
+    # Nystrom chunk's sums of k(x, L) less its shift and of their outer products, each in
+    # strips (several here), on strict arrays: numpy's result to rounding.
+    from dkpca.blocked import _strip_product
+    from dkpca.solvers.nystrom import _kernel_moments
+
+    rng = np.random.default_rng(7)
+    X, Y = rng.normal(size=(90, 4)).astype(dtype), rng.normal(size=(20, 4)).astype(dtype)
+    V = rng.normal(size=(20, 3)).astype(dtype)
+    strict = [xps.asarray(A) for A in (X, Y, V)]
+    product = _strip_product(kernel, *strict, block_bytes=20 * 8 * 16)  # strips of 16 rows
+    assert array_module(product) is xps
+    want = _strip_product(kernel, X, Y, V, block_bytes=20 * 8 * 16)
+    atol = (1e-12 if dtype == np.float64 else 1e-4) * np.abs(want).max()
+    np.testing.assert_allclose(np.asarray(product), want, rtol=0, atol=atol)
+    shift = kernel.pairwise(X[:5], Y).mean(axis=0)
+    moments = _kernel_moments(strict[0], strict[1], kernel, 16, xps.asarray(shift))
+    assert array_module(moments) is xps and moments.shape == (22, 20)
+    want = _kernel_moments(X, Y, kernel, 16, shift)
+    atol = (1e-11 if dtype == np.float64 else 1e-4) * np.abs(want).max()
+    np.testing.assert_allclose(np.asarray(moments), want, rtol=0, atol=atol)

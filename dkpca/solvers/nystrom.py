@@ -25,7 +25,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from dkpca._device import array_module, gpu_alone, to_device, to_host
+from dkpca._device import array_module, astype, gpu_alone, to_device, to_host
 from dkpca.blocked import (
     STRIP_BYTES,
     compute,
@@ -90,19 +90,21 @@ def _kernel_moments(
     On ``device="cuda"`` the chunk, the landmarks and the shift are copied to the GPU, the
     strips are evaluated and summed there, and the sums stay there (the caller adds the
     chunks' sums on the GPU and brings back only the total). One task at a time issues its
-    GPU work (:func:`~dkpca._device.gpu_alone`); the other threads read the next chunks.
+    GPU work (:func:`~dkpca._device.gpu_alone`); the other threads read the next chunks. The
+    arithmetic is written against the array API standard (``tests/test_array_api.py``).
     """
     with gpu_alone(device):  # the GPU's work is one task at a time; reading chunks is not
         block, landmarks, shift = (to_device(a, device) for a in (block, landmarks, shift))
         m = landmarks.shape[0]
-        out = array_module(block).zeros((m + 2, m))
+        xp = array_module(block)
+        out = xp.zeros((m + 2, m), dtype=xp.float64)
         for start in range(0, block.shape[0], strip):
-            rows = block[start : start + strip]
+            rows = block[start : min(start + strip, block.shape[0]), :]
             K = kernel.pairwise(rows, landmarks)
-            K -= shift.astype(K.dtype, copy=False)
-            out[0] += K.sum(axis=0, dtype=np.float64)
-            out[1 : m + 1] += crossproduct(K)
-            out[m + 1, 0] += kernel.diag(rows).sum(dtype=np.float64)
+            K -= astype(shift, K.dtype)
+            out[0, :] += xp.sum(K, axis=0, dtype=xp.float64)
+            out[1 : m + 1, :] += crossproduct(K)
+            out[m + 1, 0] += xp.sum(kernel.diag(rows), dtype=xp.float64)
     return out
 
 
