@@ -27,13 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from ._device import (
-    array_module,
-    astype,
-    namespace_dtype,
-    numpy_dtype,
-    set_diagonal,
-)
+from ._device import array_module, astype, namespace_dtype, numpy_dtype, set_diagonal
 from ._fused import exp_minus_in_place
 from .kernels import Kernel
 from .kernels._base import ExponentialKernel

@@ -35,14 +35,7 @@ import scipy.sparse
 
 from . import _progress
 from ._cluster_workers import cluster_workers
-from ._device import (
-    array_module,
-    configured_device,
-    first_call_alone,
-    numpy_dtype,
-    to_device,
-    to_host,
-)
+from ._device import array_module, configured_device, first_call_alone, to_device, to_host
 from .io._views import view_blocks
 from .kernels import Kernel
 from .linalg import single_threaded_blas
@@ -165,15 +158,11 @@ def kernel_matrix(
 def _strip_product(
     kernel: Kernel, Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray, block_bytes: int
 ) -> np.ndarray:
-    """``K(Xi, Yj) @ Vj``, in row strips so that the kernel strip stays under ``block_bytes``.
-
-    On the blocks' device: numpy on the host, CuPy on a GPU; written against the array API
-    standard (``tests/test_array_api.py``).
-    """
-    itemsize = numpy_dtype(Xi.dtype).itemsize
+    """Return ``K(Xi, Yj) @ Vj`` in strips (each under ``block_bytes``) on the blocks' device."""
+    itemsize = getattr(Xi.dtype, "itemsize", 8)  # a standard dtype has none: float64's then
     strip = max(1, min(block_bytes, STRIP_BYTES) // max(1, Yj.shape[0] * itemsize))
-    xp = array_module(Xi, Yj, Vj)
-    out = xp.empty((Xi.shape[0], Vj.shape[1]), dtype=xp.result_type(Xi.dtype, Vj.dtype))
+    out = array_module(Xi, Yj, Vj).empty(
+        (Xi.shape[0], Vj.shape[1]), dtype=array_module(Xi).result_type(Xi.dtype, Vj.dtype))
     for start in range(0, Xi.shape[0], strip):
         stop = min(start + strip, Xi.shape[0])
         out[start:stop, :] = kernel.pairwise(Xi[start:stop, :], Yj) @ Vj
