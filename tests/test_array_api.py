@@ -181,7 +181,7 @@ def test_a_transform_product_and_nystrom_moments_on_the_standard_alone(kernel, d
     X, Y = rng.normal(size=(90, 4)).astype(dtype), rng.normal(size=(20, 4)).astype(dtype)
     V = rng.normal(size=(20, 3)).astype(dtype)
     strict = [xps.asarray(A) for A in (X, Y, V)]
-    product = _strip_product(kernel, *strict, block_bytes=20 * 8 * 16)  # strips of 16 rows
+    product = _strip_product(kernel, *strict, block_bytes=20 * 8 * 16)  # several strips
     assert array_module(product) is xps
     want = _strip_product(kernel, X, Y, V, block_bytes=20 * 8 * 16)
     atol = (1e-12 if dtype == np.float64 else 1e-4) * np.abs(want).max()
