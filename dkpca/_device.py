@@ -14,6 +14,7 @@ without CuPy runs everything else.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import threading
 from collections.abc import Hashable, Iterator
@@ -22,6 +23,7 @@ from typing import Any
 
 import dask
 import numpy as np
+from dask.sizeof import sizeof
 
 __all__ = [
     "DEVICES",
@@ -37,6 +39,7 @@ __all__ = [
     "into",
     "is_device_array",
     "namespace_dtype",
+    "nbytes",
     "numpy_dtype",
     "set_diagonal",
     "to_device",
@@ -123,8 +126,10 @@ def into(xp: ModuleType, name: str, *operands: Any, out: Any) -> Any:
     return out
 
 
-def astype(x: Any, dtype: Any) -> Any:
+def astype(x: Any, dtype: Any, copy: bool = False) -> Any:
     """Return ``x`` in ``dtype`` (of ``x``'s library), not copied if it is in it already.
+
+    ``copy=True``: a new array always.
 
     The standard has ``astype`` as a function; numpy, CuPy and scipy's sparse matrices have
     the method.
@@ -137,8 +142,8 @@ def astype(x: Any, dtype: Any) -> Any:
     (True, dtype('float32'))
     """
     if hasattr(x, "astype"):
-        return x.astype(dtype, copy=False)
-    return array_module(x).astype(x, dtype, copy=False)
+        return x.astype(dtype, copy=copy)
+    return array_module(x).astype(x, dtype, copy=copy)
 
 
 def namespace_dtype(xp: ModuleType, dtype: Any) -> Any:
@@ -150,7 +155,8 @@ def namespace_dtype(xp: ModuleType, dtype: Any) -> Any:
     >>> namespace_dtype(np, np.dtype("float32"))
     <class 'numpy.float32'>
     """
-    return getattr(xp, np.dtype(dtype).name)
+    name = np.dtype(dtype).name
+    return getattr(xp, name, None) or getattr(xp, name + "_")  # CuPy before 14: ``bool_``
 
 
 def numpy_dtype(dtype: Any) -> np.dtype:
@@ -166,6 +172,23 @@ def numpy_dtype(dtype: Any) -> np.dtype:
         return np.dtype(dtype)
     except TypeError:  # another library's dtype object, printed as "library.float32"
         return np.dtype(str(dtype).rsplit(".", 1)[-1])
+
+
+def nbytes(x: Any) -> int:
+    """Return the memory of an array's values, whatever its library (sparse matrices too).
+
+    The standard has no ``nbytes``: another library's array counts its elements times their
+    size; numpy's, CuPy's and scipy's sparse blocks count as ``dask.sizeof`` counts them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> nbytes(np.ones((2, 3), dtype=np.float32))
+    24
+    """
+    if hasattr(x, "__array_namespace__") and not hasattr(x, "nbytes"):
+        return math.prod(x.shape) * numpy_dtype(x.dtype).itemsize
+    return int(sizeof(x))
 
 
 def set_diagonal(K: Any, values: Any, step: int = 1) -> Any:

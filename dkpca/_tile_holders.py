@@ -59,10 +59,10 @@ from ._device import (
     first_call_alone,
     import_cupy,
     into,
-    is_device_array,
+    namespace_dtype,
+    nbytes,
     to_device,
     to_host,
-    zeros,
 )
 from ._tile_values import BlockOfV, ProductScratch, StoredTile
 from .kernels import Kernel
@@ -271,7 +271,18 @@ class HolderState:
     def nbytes(self) -> int:
         """Memory of what is held (on the GPU for a ``"cuda"`` holder)."""
         held = sum(t.nbytes for t in self.tiles) if self.tiles is not None else 0
-        return held + sum(sizeof(b) for b in self.blocks.values())
+        return held + sum(nbytes(b) for b in self.blocks.values())
+
+    @property
+    def namespace(self) -> Any:
+        """The array library of what it holds: numpy, CuPy on a GPU, or the one of its rows."""
+        held = self.blocks.values() if self.tiles is None else (t.values for t in self.tiles)
+        return array_module(*held)
+
+    def zeros(self, shape: int | tuple[int, ...]) -> Any:
+        """float64 zeros in its library, on its device."""
+        xp = self.namespace
+        return xp.zeros(shape, dtype=xp.float64)
 
     @property
     def threads(self) -> int | None:
@@ -330,7 +341,7 @@ def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, floa
     its diagonal tiles and the memory of all it holds.
     """
     lo, hi = state.lo, state.hi
-    high, low, trace = zeros(hi - lo, state.device), zeros(hi - lo, state.device), 0.0
+    high, low, trace = state.zeros(hi - lo), state.zeros(hi - lo), 0.0
 
     def add(block: int, sums: np.ndarray) -> None:
         rows = slice(state.bounds[block][0] - lo, state.bounds[block][1] - lo)
@@ -343,6 +354,15 @@ def state_summary(state: HolderState) -> tuple[int, np.ndarray, np.ndarray, floa
         if i != j and state.owns(j):
             add(j, tile.col_sums)
     return lo, to_host(high), to_host(low), trace, state.nbytes
+
+
+def _operand(V: Any, xp: Any) -> Any:
+    """``V`` in float64 in the holder's library ``xp``, C-ordered where the library has order."""
+    if array_module(V) is not xp:
+        V = xp.asarray(np.ascontiguousarray(to_host(V), dtype=np.float64))
+    if hasattr(xp, "ascontiguousarray"):  # numpy and CuPy
+        return xp.ascontiguousarray(V, dtype=np.float64)
+    return xp.astype(V, xp.float64, copy=False)
 
 
 def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
@@ -390,23 +410,20 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
     here, ``(lo, high + low, None)``: the same numbers as rounding after the transfer, in
     half the bytes.
     """
-    lo = state.lo
+    lo, xp = state.lo, state.namespace
     shape = (state.hi - lo, V.shape[1])
-    high, low = zeros(shape, state.device), zeros(shape, state.device)
+    high, low = state.zeros(shape), state.zeros(shape)
     locks = [threading.Lock() for _ in state.bounds]
-    keep_on_device = is_device_array(V) and state.device != "cpu"
-    if keep_on_device:
-        V = array_module(V).ascontiguousarray(V, dtype=np.float64)
-    else:
-        V = to_device(np.ascontiguousarray(to_host(V), dtype=np.float64), state.device)
+    keep_on_device = xp is not np and array_module(V) is xp
+    V = _operand(V, xp)
     used = sorted({b for pair in state.pairs for b in pair})
-    blocks = {b: BlockOfV.of(V[slice(*state.bounds[b])], state.dtype) for b in used}
+    blocks = {b: BlockOfV.of(V[slice(*state.bounds[b]), ...], state.dtype) for b in used}
     forms: dict[int, Any] = {}  # each streamed tile's form of exp, found this pass
     local = threading.local()  # each thread's ProductScratch (host holders only)
     tile_rows = max(b - a for a, b in state.bounds)
 
     def scratch() -> ProductScratch | None:
-        if state.device != "cpu":
+        if xp is not np:
             return None
         if not hasattr(local, "scratch"):
             local.scratch = ProductScratch(tile_rows, V.shape[1], state.dtype)
@@ -415,7 +432,7 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
     def add(block: int, part: np.ndarray, buffers: ProductScratch | None) -> None:
         rows = slice(state.bounds[block][0] - lo, state.bounds[block][1] - lo)
         with locks[block]:
-            two_sum_into(high[rows], low[rows], part, buffers.sums if buffers else None)
+            two_sum_into(high[rows, ...], low[rows, ...], part, buffers.sums if buffers else None)
 
     kernel_name = repr(state.kernel)
 
@@ -443,12 +460,12 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
     with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))
     if forms:  # read back once, after the pass: later passes know each tile's form
-        found = to_host(array_module(*forms.values()).stack(
-            [array_module(f).asarray(f, dtype=bool) for f in forms.values()]))
-        state.forms.update(zip(forms, (bool(f) for f in found), strict=True))
+        found = xp.stack([xp.asarray(f, dtype=namespace_dtype(xp, np.bool_))
+                          for f in forms.values()])
+        state.forms.update(zip(forms, np.asarray(to_host(found)).tolist(), strict=True))
     if exclusive:
         high += low
         low = None
-    if keep_on_device:
+    if keep_on_device:  # a GPU holder in this process: its Krylov basis stays on the GPU
         return lo, high, low
     return lo, to_host(high), None if low is None else to_host(low)

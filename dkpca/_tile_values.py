@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from ._device import array_module, astype, namespace_dtype, numpy_dtype, set_diagonal
+from ._device import array_module, astype, namespace_dtype, nbytes, numpy_dtype, set_diagonal
 from ._fused import exp_minus_in_place
 from .kernels import Kernel
 from .kernels._base import ExponentialKernel
@@ -301,4 +301,4 @@ class StoredTile:
     @property
     def nbytes(self) -> int:
         """Memory of the stored values."""
-        return self.values.nbytes
+        return nbytes(self.values)

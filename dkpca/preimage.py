@@ -32,7 +32,7 @@ import scipy.linalg
 import scipy.sparse
 from sklearn.exceptions import NotFittedError
 
-from dkpca._device import array_module, to_device, to_host
+from dkpca._device import array_module, astype, namespace_dtype, to_device, to_host
 from dkpca.blocked import compute, kernel_device, kernel_product
 from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
@@ -75,9 +75,17 @@ def _weights(basis: Any, scores: np.ndarray) -> np.ndarray:
 
 def _linear_preimage(weights: np.ndarray, B: np.ndarray) -> np.ndarray:
     xp = array_module(weights, B)
-    total = weights.sum(axis=1, keepdims=True)
+    total = xp.sum(weights, axis=1, keepdims=True)
     safe = xp.where(xp.abs(total) > DENOMINATOR_FLOOR, total, 1.0)
     return (weights @ B) / safe
+
+
+def _within(rows: Any, selected: Any) -> Any:
+    """Return the mask of the points ``selected`` among those of the mask ``rows``."""
+    xp = array_module(rows)
+    full = xp.zeros(rows.shape, dtype=rows.dtype)
+    full[rows] = selected
+    return full
 
 
 def _fixed_point_block(
@@ -86,43 +94,48 @@ def _fixed_point_block(
 ) -> PreimageResult:
     """Run the iteration for one block of points (``weights``: ``p × m``).
 
-    On the device of ``weights`` and ``B`` (numpy, or CuPy on a GPU); the result is on the host.
+    On the library of ``weights`` and ``B`` (numpy, CuPy on a GPU, or another written to the
+    array API standard: points are picked by boolean masks alone, which it allows); the result
+    is on the host. Points that converged or gave up drop out of the later iterations.
     """
     xp = array_module(weights, B)
     z = (_linear_preimage(weights, B) if start is None
-         else xp.array(start, dtype=np.float64, copy=True))
+         else astype(start, xp.float64, copy=True))
     p = z.shape[0]
-    active = xp.ones(p, dtype=bool)
-    converged = xp.zeros(p, dtype=bool)
-    restarted = xp.zeros(p, dtype=bool)
-    step_tol = tol / np.sqrt(2.0 * gamma)  # relative to the kernel's length scale σ
-    b_norms = xp.einsum("ij,ij->i", B, B)
+    boolean = namespace_dtype(xp, np.bool_)
+    active = xp.ones(p, dtype=boolean)
+    converged = xp.zeros(p, dtype=boolean)
+    restarted = xp.zeros(p, dtype=boolean)
+    step_tol = float(tol / np.sqrt(2.0 * gamma))  # relative to the kernel's length scale σ
+    b_norms = xp.sum(B * B, axis=1)
     last = 0
     for iteration in range(1, max_iter + 1):
-        idx = xp.flatnonzero(active)
-        if idx.size == 0:
+        if not bool(xp.any(active)):
             break
-        zi = z[idx]
-        d2 = xp.einsum("ij,ij->i", zi, zi)[:, None] - 2.0 * (zi @ B.T) + b_norms
-        W = xp.exp(-gamma * xp.maximum(d2, 0.0)) * weights[idx]
-        denominator = W.sum(axis=1)
-        vanished = xp.abs(denominator) <= DENOMINATOR_FLOOR * xp.abs(W).sum(axis=1)
+        rows = active
+        zi = z[rows]
+        d2 = xp.reshape(xp.sum(zi * zi, axis=1), (-1, 1)) - 2.0 * (zi @ B.T) + b_norms
+        W = xp.exp(-gamma * xp.maximum(d2, 0.0)) * weights[rows]
+        denominator = xp.sum(W, axis=1)
+        vanished = xp.abs(denominator) <= DENOMINATOR_FLOOR * xp.sum(xp.abs(W), axis=1)
         vanished |= ~xp.isfinite(denominator)
-        if vanished.any():  # restart once from the linear pre-image, then give up
-            again = idx[vanished & ~restarted[idx]]
+        if bool(xp.any(vanished)):  # restart once from the linear pre-image, then give up
+            before = restarted[rows]
+            again = _within(rows, vanished & ~before)
             z[again] = _linear_preimage(weights[again], B)
-            restarted[again] = True
-            active[idx[vanished & ~xp.isin(idx, again)]] = False
+            restarted |= again
+            active = active & ~_within(rows, vanished & before)
         ok = ~vanished
-        new = (W[ok] @ B) / denominator[ok, None]
-        moved = xp.sqrt(((new - zi[ok]) ** 2).sum(axis=1))
-        z[idx[ok]] = new
-        done = idx[ok][moved <= step_tol]
-        converged[done] = True
-        active[done] = False
-        if done.size:
+        new = (W[ok] @ B) / xp.reshape(denominator[ok], (-1, 1))
+        moved = xp.sqrt(xp.sum((new - zi[ok]) ** 2, axis=1))
+        stepped = _within(rows, ok)
+        z[stepped] = new
+        done = _within(stepped, moved <= step_tol)
+        converged |= done
+        active = active & ~done
+        if bool(xp.any(done)):
             last = iteration
-    n_iter = max_iter if not converged.all() else last
+    n_iter = max_iter if not bool(xp.all(converged)) else last
     return PreimageResult(points=to_host(z), converged=to_host(converged), n_iter=n_iter)
 
 

@@ -170,12 +170,12 @@ def _device_function(function: Any) -> Any:
 
 #: The module functions dkpca's device code calls, each as CuPy has it (``abs`` shadows the
 #: builtin here, as in CuPy).
-_FUNCTIONS = ("abs", "add", "arange", "argmax", "asfortranarray", "diag", "einsum", "exp",
-              "expm1", "eye", "flatnonzero", "hstack", "isfinite", "isin", "max", "maximum",
-              "mean", "nonzero", "ones_like", "result_type", "sign", "sqrt", "stack", "subtract",
-              "sum", "take", "take_along_axis", "tanh", "trace", "triu", "where")
+_FUNCTIONS = ("abs", "add", "all", "any", "arange", "argmax", "asfortranarray", "diag", "einsum",
+              "exp", "expm1", "eye", "hstack", "isfinite", "max", "maximum", "mean", "multiply",
+              "nonzero", "ones_like", "reshape", "result_type", "sign", "sqrt", "stack",
+              "subtract", "sum", "take", "take_along_axis", "tanh", "trace", "triu", "where")
 globals().update({name: _device_function(getattr(np, name)) for name in _FUNCTIONS})
-float32, float64 = np.float32, np.float64  # CuPy's dtypes are numpy's
+float32, float64, bool_ = np.float32, np.float64, np.bool_  # CuPy's dtypes are numpy's
 
 
 def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:

@@ -192,3 +192,82 @@ def test_a_transform_product_and_nystrom_moments_on_the_standard_alone(kernel, d
     want = _kernel_moments(X, Y, kernel, 16, shift)
     atol = (1e-11 if dtype == np.float64 else 1e-4) * np.abs(want).max()
     np.testing.assert_allclose(np.asarray(moments), want, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cached", "streamed"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_holders_sums_and_pass_on_the_standard_alone(cached, dtype):
+    # A holder of three row blocks (six tiles) on strict arrays: its summary (row sums as
+    # double-doubles, trace) and a pass (every tile's products summed into its rows, rounded
+    # once when exclusive; streamed tiles remember their form of exp) give numpy's numbers to
+    # the tiles' rounding, and its sums and partials stay strict arrays.
+    from dkpca._tile_holders import build_state, state_product, state_summary
+    from dkpca.kernels import RBF
+
+    rng = np.random.default_rng(8)
+    X, V = rng.normal(size=(70, 3)) + 5.0, rng.normal(size=(70, 4))
+    bounds, pairs = [(0, 25), (25, 50), (50, 70)], [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2),
+                                                     (2, 2)]
+    blocks = [X[a:b] for a, b in bounds]
+
+    def state(rows):
+        return build_state(RBF(gamma=0.2), np.dtype(dtype), bounds, pairs, [0, 1, 2], *rows,
+                           cached=cached, threads=2)
+
+    strict, numpy = state([xps.asarray(b) for b in blocks]), state(blocks)
+    assert strict.namespace is xps and numpy.namespace is np
+    atol = 1e-12 if dtype == np.float64 else 1e-5
+    if cached:
+        (lo, high, low, trace, _), want = state_summary(strict), state_summary(numpy)
+        assert array_module(high) is xps and lo == want[0] == 0
+        np.testing.assert_allclose(np.asarray(high) + np.asarray(low), want[1] + want[2],
+                                   rtol=0, atol=atol * 70)
+        assert float(trace) == pytest.approx(want[3], rel=0, abs=atol * 70)
+    for exclusive in (False, True):
+        lo, high, low = state_product(strict, xps.asarray(V), 2, exclusive=exclusive)
+        want = state_product(numpy, V, 2, exclusive=exclusive)
+        assert array_module(high) is xps and (low is None) == (want[2] is None) == exclusive
+        total = np.asarray(high) + (0.0 if low is None else np.asarray(low))
+        reference = want[1] + (0.0 if want[2] is None else want[2])
+        np.testing.assert_allclose(total, reference, rtol=0, atol=atol * 70 * np.abs(V).max())
+    np.testing.assert_allclose(reference, RBF(gamma=0.2).pairwise(X) @ V, rtol=0,
+                               atol=atol * 70 * np.abs(V).max())
+    assert strict.forms == numpy.forms and (cached or dtype == np.float64 or numpy.forms)
+
+
+def test_mdd_and_kpa_spectra_on_the_standard_alone():
+    # The centred RBF spectra of a squared-distance matrix over a grid of widths (what the MDD
+    # noise draws and kernel parallel analysis solve, batched): numpy's to rounding, and the
+    # dense solve's.
+    from dkpca.selection._spectra import centred_rbf_eigenvalues, squared_distances
+
+    D = squared_distances(np.random.default_rng(9).normal(size=(60, 3)))
+    grid = np.geomspace(0.05, 20.0, 11)  # 11 widths: stacks of 9 and 2 (numpy's GIL rule)
+    strict = centred_rbf_eigenvalues(xps.asarray(D), grid, 5)
+    numpy = centred_rbf_eigenvalues(D, grid, 5)
+    assert isinstance(strict, np.ndarray) and strict.shape == (11, 5)
+    np.testing.assert_allclose(strict, numpy, rtol=1e-12, atol=1e-13)
+    H = np.eye(60) - 1.0 / 60
+    dense = np.linalg.eigvalsh(H @ np.exp(-D / (2 * grid[4])) @ H)[::-1][:5]
+    np.testing.assert_allclose(numpy[4], dense, rtol=1e-10)
+
+
+def test_fixed_point_preimages_on_the_standard_alone():
+    # The pre-image iteration on strict arrays, with points that converge, one whose weights
+    # vanish (restarted from its linear pre-image, then given up) and starts given: numpy's
+    # points, convergence flags and iteration count.
+    from dkpca.preimage import _fixed_point_block
+
+    rng = np.random.default_rng(10)
+    B = rng.normal(size=(120, 3))
+    weights = np.abs(rng.normal(size=(12, 120))) * (rng.random((12, 120)) < 0.1)
+    weights[3] = 0.0
+    for start in (None, B[:12] + 0.05):
+        strict = _fixed_point_block(xps.asarray(weights), xps.asarray(B),
+                                    None if start is None else xps.asarray(start), 2.0, 1e-8,
+                                    200)
+        numpy = _fixed_point_block(weights, B, start, 2.0, 1e-8, 200)
+        np.testing.assert_allclose(np.asarray(strict.points), numpy.points, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(np.asarray(strict.converged), numpy.converged)
+        assert strict.n_iter == numpy.n_iter == 200  # the vanished point never converges
+        assert not numpy.converged[3] and numpy.converged.sum() == 11

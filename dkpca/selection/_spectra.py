@@ -8,10 +8,11 @@ each matrix of squared distances is computed once and reused across the whole gr
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from dkpca._device import array_module, to_device, to_host
-from dkpca.blocked import center_kernel_inplace
+from dkpca._device import array_module, into, to_device, to_host, writes_in_place
 
 __all__ = ["centred_rbf_eigenvalues", "squared_distances"]
 
@@ -103,16 +104,38 @@ def centred_rbf_eigenvalues(
         stack = min(len(sigma2_grid), -(-_GIL_FREE_ROWS // n))
     else:
         stack = min(len(sigma2_grid), max(1, GPU_STACK_BYTES // (8 * n * n)))
-    K = xp.empty((stack, n, n))
+    K = xp.empty((stack, n, n), dtype=xp.float64)
     for start in range(0, len(sigma2_grid), stack):
         widths = sigma2_grid[start : start + stack]
-        kernels = K[: len(widths)]
-        for K_s, sigma2 in zip(kernels, widths, strict=True):
-            np.multiply(D, -0.5 / float(sigma2), out=K_s)
-            np.exp(K_s, out=K_s)
-            row_means = K_s.mean(axis=0)
-            center_kernel_inplace(K_s, row_means, float(row_means.mean()))
-        # LAPACK reads the upper triangles, the parts that were centred.
-        values = to_host(xp.linalg.eigvalsh(kernels, UPLO="U"))
-        out[start : start + len(widths)] = values[:, ::-1][:, :k]
+        kernels = K[: len(widths), ...]
+        for s, sigma2 in enumerate(widths):
+            _centred_rbf_into(kernels[s, ...], D, float(sigma2))
+        values = _eigvalsh(kernels)
+        out[start : start + len(widths)] = to_host(values)[:, ::-1][:, :k]
     return out
+
+
+def _centred_rbf_into(K: Any, D: Any, sigma2: float) -> None:
+    """Write ``H exp(-D / (2σ²)) H`` into ``K``, all of it.
+
+    The standard's solvers may read either triangle; the upper one equals, bit for bit, what
+    :func:`~dkpca.blocked.center_kernel_inplace` makes.
+    """
+    xp = array_module(K)
+    into(xp, "multiply", D, -0.5 / sigma2, out=K)
+    into(xp, "exp", K, out=K)
+    row_means = xp.mean(K, axis=0)
+    K -= row_means
+    K -= xp.reshape(row_means, (-1, 1))
+    K += float(xp.mean(row_means))
+
+
+def _eigvalsh(kernels: Any) -> Any:
+    """Return the ascending eigenvalues of a stack of symmetric matrices.
+
+    From their upper triangles where the library lets one choose (numpy and CuPy).
+    """
+    xp = array_module(kernels)
+    if writes_in_place(xp):
+        return xp.linalg.eigvalsh(kernels, UPLO="U")
+    return xp.linalg.eigvalsh(kernels)
