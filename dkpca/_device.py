@@ -30,6 +30,7 @@ __all__ = [
     "DeviceUnavailableError",
     "array_module",
     "astype",
+    "c_float64",
     "configured_device",
     "device_free_bytes",
     "elementwise_in_place",
@@ -144,6 +145,24 @@ def astype(x: Any, dtype: Any, copy: bool = False) -> Any:
     if hasattr(x, "astype"):
         return x.astype(dtype, copy=copy)
     return array_module(x).astype(x, dtype, copy=copy)
+
+
+def c_float64(x: Any) -> Any:
+    """Return ``x`` in float64, C-ordered where its library has an order (numpy, CuPy).
+
+    Not copied when it is so already. The standard has neither order nor
+    ``ascontiguousarray``: another library's array is only cast.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> c_float64(np.ones((2, 3), dtype=np.float32, order="F")).flags.c_contiguous
+    True
+    """
+    xp = array_module(x)
+    if hasattr(xp, "ascontiguousarray"):
+        return xp.ascontiguousarray(x, dtype=np.float64)
+    return astype(x, xp.float64)
 
 
 def namespace_dtype(xp: ModuleType, dtype: Any) -> Any:
@@ -320,13 +339,18 @@ def zeros(shape: int | tuple[int, ...], device: str) -> Any:
 def to_host(x: Any) -> Any:
     """Return ``x`` as a numpy array (copied from the GPU if it is there).
 
+    An array of another library of the standard is converted too: on ``array_api_strict``
+    the tests then cross the same boundary between device and host that a GPU run does.
+
     Examples
     --------
     >>> import numpy as np
     >>> to_host(np.zeros(1))
     array([0.])
     """
-    return x.get() if is_device_array(x) else x
+    if is_device_array(x):
+        return x.get()
+    return x if array_module(x) is np else np.asarray(x)
 
 
 def device_free_bytes() -> int:

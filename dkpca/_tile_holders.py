@@ -54,6 +54,7 @@ from dask.sizeof import sizeof
 from ._cluster_workers import cluster_workers
 from ._device import (
     array_module,
+    c_float64,
     configured_device,
     device_free_bytes,
     first_call_alone,
@@ -360,9 +361,7 @@ def _operand(V: Any, xp: Any) -> Any:
     """``V`` in float64 in the holder's library ``xp``, C-ordered where the library has order."""
     if array_module(V) is not xp:
         V = xp.asarray(np.ascontiguousarray(to_host(V), dtype=np.float64))
-    if hasattr(xp, "ascontiguousarray"):  # numpy and CuPy
-        return xp.ascontiguousarray(V, dtype=np.float64)
-    return xp.astype(V, xp.float64, copy=False)
+    return c_float64(V)
 
 
 def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
@@ -462,7 +461,7 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
     if forms:  # read back once, after the pass: later passes know each tile's form
         found = xp.stack([xp.asarray(f, dtype=namespace_dtype(xp, np.bool_))
                           for f in forms.values()])
-        state.forms.update(zip(forms, np.asarray(to_host(found)).tolist(), strict=True))
+        state.forms.update(zip(forms, to_host(found).tolist(), strict=True))
     if exclusive:
         high += low
         low = None

@@ -493,6 +493,6 @@ def center_columns(W: np.ndarray) -> np.ndarray:
     >>> center_columns(W), W.ravel()
     (array([2.]), array([-1.,  1.]))
     """
-    means = W.mean(axis=0)
+    means = array_module(W).mean(W, axis=0)
     W -= means
     return means

@@ -30,7 +30,7 @@ import numpy as np
 import psutil
 
 from ._cluster_workers import cluster_workers, live_workers
-from ._device import array_module, to_host
+from ._device import array_module, c_float64, to_host
 from ._tile_holders import (
     Holder,
     active_client,
@@ -182,7 +182,7 @@ class KernelTiles:
             if self._client is None:
                 return list(compute(*self._recipe))
         else:
-            self._recipe = [X[start:stop] for start, stop in self.bounds]
+            self._recipe = [X[start:stop, :] for start, stop in self.bounds]
             if self._client is None:
                 return self._recipe
         return [self._send(k) for k in range(len(self._recipe))]
@@ -229,7 +229,7 @@ class KernelTiles:
         array([ 9., 39., 69.])
         """
         if self._client is None:  # in this process: the product is where V is
-            V = array_module(V).ascontiguousarray(V, dtype=np.float64)
+            V = c_float64(V)
             partials = [state_product(state, V, h.nthreads, self._exclusive)
                         for h, state in zip(self.holders, self.states, strict=True)]
         else:
@@ -330,21 +330,21 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
     xp = array_module(partials[0][1])
     shape = (n, *partials[0][1].shape[1:])
     if all(part_low is None for _, _, part_low in partials):
-        if len(partials) == 1 and partials[0][0] == 0 and len(partials[0][1]) == n:
+        if len(partials) == 1 and partials[0][0] == 0 and partials[0][1].shape[0] == n:
             return partials[0][1]
-        total = xp.zeros(shape)
+        total = xp.zeros(shape, dtype=xp.float64)
         for lo, part, _ in partials:
-            total[lo : lo + len(part)] = part
+            total[lo : lo + part.shape[0], ...] = part
         return total
-    high, low = xp.zeros(shape), xp.zeros(shape)
+    high, low = xp.zeros(shape, dtype=xp.float64), xp.zeros(shape, dtype=xp.float64)
     touched = np.zeros(n, dtype=bool)
     for lo, part_high, part_low in partials:
-        rows = slice(lo, lo + len(part_high))
+        rows = slice(lo, lo + part_high.shape[0])
         if touched[rows].any():
-            two_sum_into(high[rows], low[rows], part_high)
-            low[rows] += part_low
+            two_sum_into(high[rows, ...], low[rows, ...], part_high)
+            low[rows, ...] += part_low
         else:
-            high[rows], low[rows] = part_high, part_low
+            high[rows, ...], low[rows, ...] = part_high, part_low
         touched[rows] = True
     return high + low
 

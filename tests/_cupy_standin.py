@@ -156,10 +156,6 @@ def ones(shape: Any, dtype: Any = float) -> ndarray:
     return ndarray(np.ones(shape, dtype=dtype))
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> ndarray:
-    return ndarray(np.full(shape, fill_value, dtype=dtype))
-
-
 def _device_function(function: Any) -> Any:
     """``function`` on device arrays, as CuPy has it: numpy operands refused, results wrapped."""
     def on_device(*args: Any, **kwargs: Any) -> Any:
@@ -171,9 +167,9 @@ def _device_function(function: Any) -> Any:
 #: The module functions dkpca's device code calls, each as CuPy has it (``abs`` shadows the
 #: builtin here, as in CuPy).
 _FUNCTIONS = ("abs", "add", "all", "any", "arange", "argmax", "asfortranarray", "diag", "einsum",
-              "exp", "expm1", "eye", "hstack", "isfinite", "max", "maximum", "mean", "multiply",
-              "nonzero", "ones_like", "reshape", "result_type", "sign", "sqrt", "stack",
-              "subtract", "sum", "take", "take_along_axis", "tanh", "trace", "triu", "where")
+              "exp", "expm1", "eye", "isfinite", "max", "maximum", "mean", "multiply", "nonzero",
+              "ones_like", "reshape", "result_type", "sign", "sqrt", "stack", "subtract", "sum",
+              "take", "take_along_axis", "tanh", "trace", "triu", "where")
 globals().update({name: _device_function(getattr(np, name)) for name in _FUNCTIONS})
 float32, float64, bool_ = np.float32, np.float64, np.bool_  # CuPy's dtypes are numpy's
 

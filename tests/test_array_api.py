@@ -200,7 +200,8 @@ def test_a_holders_sums_and_pass_on_the_standard_alone(cached, dtype):
     # A holder of three row blocks (six tiles) on strict arrays: its summary (row sums as
     # double-doubles, trace) and a pass (every tile's products summed into its rows, rounded
     # once when exclusive; streamed tiles remember their form of exp) give numpy's numbers to
-    # the tiles' rounding, and its sums and partials stay strict arrays.
+    # the tiles' rounding. Its sums come to the host and its partials of a strict V stay
+    # strict, as a GPU holder's do.
     from dkpca._tile_holders import build_state, state_product, state_summary
     from dkpca.kernels import RBF
 
@@ -219,7 +220,7 @@ def test_a_holders_sums_and_pass_on_the_standard_alone(cached, dtype):
     atol = 1e-12 if dtype == np.float64 else 1e-5
     if cached:
         (lo, high, low, trace, _), want = state_summary(strict), state_summary(numpy)
-        assert array_module(high) is xps and lo == want[0] == 0
+        assert isinstance(high, np.ndarray) and lo == want[0] == 0  # to the host, as a GPU's
         np.testing.assert_allclose(np.asarray(high) + np.asarray(low), want[1] + want[2],
                                    rtol=0, atol=atol * 70)
         assert float(trace) == pytest.approx(want[3], rel=0, abs=atol * 70)
@@ -271,3 +272,43 @@ def test_fixed_point_preimages_on_the_standard_alone():
         np.testing.assert_array_equal(np.asarray(strict.converged), numpy.converged)
         assert strict.n_iter == numpy.n_iter == 200  # the vanished point never converges
         assert not numpy.converged[3] and numpy.converged.sum() == 11
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("cached", [True, False], ids=["cached", "streamed"])
+def test_a_randomized_fits_passes_on_the_standard_alone(cached, dtype):
+    # The randomized solver's whole Krylov loop in this process with strict data rows: the
+    # tiles placed on the holder (ten, or six of float32), their sums, every pass's centred
+    # product (the first one, streamed, with its column of row means), the partials summed,
+    # and the solver between passes. The eigenpairs stay strict arrays and equal numpy's to
+    # the tiles' rounding; the row means come to the host, as from a GPU.
+    import dask
+    import dask.array as da
+
+    from dkpca.kernels import RBF
+    from dkpca.solvers.randomized import _CenteredKernelOperator
+
+    rng = np.random.default_rng(11)
+    X, start = rng.normal(size=(700, 5)), rng.normal(size=(700, 12))
+    tol = 1e-9 if dtype == "float64" else 1e-6
+    results, operators = [], []
+    for source, begin in ((X, start), (xps.asarray(X), xps.asarray(start))):
+        with dask.config.set(scheduler="threads"):
+            operator = _CenteredKernelOperator(
+                RBF(gamma=0.2), da.from_array(X, chunks=200), block_bytes=200 * 200 * 8,
+                max_memory=2**30 if cached else 0, dtype=np.dtype(dtype), source=source)
+            results.append(block_krylov_eigh(operator, begin, 5, tol=tol, max_iter=30))
+        operators.append(operator)
+    numpy, strict = results
+    assert operators[1].tiles.n_tiles == operators[0].tiles.n_tiles > 1
+    assert (operators[1].tiles.nbytes > 0) == cached
+    assert array_module(strict.eigenvalues) is xps and array_module(strict.eigenvectors) is xps
+    assert isinstance(operators[1].row_means, np.ndarray)
+    assert strict.converged and numpy.converged
+    rtol = 1e-12 if dtype == "float64" else 1e-6
+    np.testing.assert_allclose(np.asarray(strict.eigenvalues), numpy.eigenvalues, rtol=rtol)
+    K = RBF(gamma=0.2).pairwise(X)
+    H = np.eye(700) - 1.0 / 700
+    np.testing.assert_allclose(numpy.eigenvalues, np.linalg.eigvalsh(H @ K @ H)[::-1][:5],
+                               rtol=1e-9 if dtype == "float64" else 1e-5)
+    assert operators[1].total_variance() == pytest.approx(np.trace(H @ K @ H), rel=1e-6)

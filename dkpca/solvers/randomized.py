@@ -10,7 +10,7 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from dkpca._device import array_module, configured_device, to_device, to_host
+from dkpca._device import array_module, c_float64, configured_device, to_device, to_host
 from dkpca._tile_holders import device_memory
 from dkpca.blocked import center_columns, compute, kernel_diagonal
 from dkpca.kernels import Kernel
@@ -118,16 +118,18 @@ class _CenteredKernelOperator:
         xp = array_module(Q)
         # Q is orthogonal to the ones vector up to rounding, but K's eigenvalue along it is
         # large (about n · mean(K)), so the residue must go: H K H Q exactly, for any Q.
-        Q = Q - Q.mean(axis=0)
+        Q = Q - xp.mean(Q, axis=0)
         if self.row_means is None:
-            n = Q.shape[0]
-            W = self.tiles.matmul(xp.hstack([Q, xp.full((n, 1), 1.0 / n)]))
+            n, b = Q.shape
+            augmented = xp.empty((n, b + 1), dtype=xp.float64)
+            augmented[:, :b], augmented[:, b] = Q, 1.0 / n
+            W = self.tiles.matmul(augmented)
             self.row_means = to_host(W[:, -1]).copy()
             check_finite_kernel(self.row_means, self.X, self.owner)
             W = W[:, :-1]
         else:
             W = self.tiles.matmul(Q)
-        W = xp.ascontiguousarray(W, dtype=np.float64)
+        W = c_float64(W)
         center_columns(W)
         self.pass_seconds.append(time.perf_counter() - start)
         logger.info("kernel pass %d: %.3f s", self.n_passes, self.pass_seconds[-1])
