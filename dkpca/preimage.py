@@ -36,6 +36,7 @@ from dkpca._device import array_module, astype, namespace_dtype, to_device, to_h
 from dkpca.blocked import compute, kernel_device, kernel_product
 from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
+from dkpca.kernels._base import _squared_norms
 from dkpca.options import preimage_options, solver_name
 
 __all__ = ["LearnedPreimage", "PreimageResult", "fixed_point_preimage"]
@@ -107,14 +108,14 @@ def _fixed_point_block(
     converged = xp.zeros(p, dtype=boolean)
     restarted = xp.zeros(p, dtype=boolean)
     step_tol = float(tol / np.sqrt(2.0 * gamma))  # relative to the kernel's length scale σ
-    b_norms = xp.sum(B * B, axis=1)
+    b_norms = _squared_norms(B)
     last = 0
     for iteration in range(1, max_iter + 1):
         if not bool(xp.any(active)):
             break
         rows = active
         zi = z[rows]
-        d2 = xp.reshape(xp.sum(zi * zi, axis=1), (-1, 1)) - 2.0 * (zi @ B.T) + b_norms
+        d2 = xp.reshape(_squared_norms(zi), (-1, 1)) - 2.0 * (zi @ B.T) + b_norms
         W = xp.exp(-gamma * xp.maximum(d2, 0.0)) * weights[rows]
         denominator = xp.sum(W, axis=1)
         vanished = xp.abs(denominator) <= DENOMINATOR_FLOOR * xp.sum(xp.abs(W), axis=1)
