@@ -46,7 +46,6 @@ __all__ = [
     "to_device",
     "to_host",
     "writes_in_place",
-    "zeros",
 ]
 
 #: The values of the ``dkpca.device`` setting.
@@ -321,19 +320,6 @@ def to_device(x: Any, device: str) -> Any:
     if scipy.sparse.issparse(x):
         raise ValueError("device 'cuda' takes dense data; sparse input runs on device 'cpu'")
     return import_cupy().asarray(x)
-
-
-def zeros(shape: int | tuple[int, ...], device: str) -> Any:
-    """Return float64 zeros on ``device``, made there (no copy from the host).
-
-    Examples
-    --------
-    >>> zeros(2, "cpu")
-    array([0., 0.])
-    """
-    if device == "cpu":
-        return np.zeros(shape)
-    return import_cupy().zeros(shape)
 
 
 def to_host(x: Any) -> Any:
