@@ -39,8 +39,9 @@ root, the small eigenproblem), and, measured after the fit, one plain threaded r
 
 ``--stream-probe`` instead times one streamed tile of the GPU's size (1 GiB float32, off the
 diagonal) step by step: the whole tile as a pass handles it, the host's time to queue it, the
-distance GEMM, the fused ``exp`` and shift, the two products and a double-double sum, and
-distance-shaped GEMMs with the inner dimension padded (``d + 2`` is what RBF uses).
+distance GEMM (and its parts), the fused ``exp`` and shift (and CuPy's own ``exp`` beside it),
+the two products and a double-double sum, and distance-shaped GEMMs with the inner dimension
+padded (``d + 2`` is what RBF uses).
 
 ``--tile-probe N`` instead times one cached pass on the GPU at ``N × d`` for several tile sizes
 (what :data:`dkpca.solvers.randomized.GPU_TILE_BYTES` was chosen from): the whole
@@ -303,7 +304,11 @@ def _stream_probe(d: int, repeats: int = 5) -> None:
             ["  host time to queue it (no wait)", queued],
             ["exponent (moved blocks, norms, distance GEMM)", each(
                 lambda: kernel.exponent(*_moved_blocks(kernel, Xi, Xj, f32)))],
+            ["  moved blocks alone", each(lambda: _moved_blocks(kernel, Xi, Xj, f32))],
+            ["  distance GEMM on the moved blocks (norms, operands, GEMM)", each(
+                lambda: kernel.exponent(*moved))],
             ["exp and shift, fused (one pass)", each(lambda: exp_minus_in_place(Z, False, 0.0))],
+            ["  CuPy's elementwise exp, for comparison", each(lambda: cupy.exp(Z, out=Z))],
             ["product K V (float64 out, shift term)", each(lambda: stored.product(V[m:]))],
             ["product Kᵀ V", each(lambda: stored.product(V[:m], transposed=True))],
             ["GEMM alone K V (float32, b = 32)", each(lambda: stored.values @ V32)],

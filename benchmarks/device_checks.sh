@@ -14,6 +14,7 @@
 #   <prefix> bash benchmarks/device_checks.sh nystrom    # syrk; first fit; Nystrom at 10,000,000
 #   <prefix> bash benchmarks/device_checks.sh accuracy   # 1,000,000 rows against float64 at 1e-10
 #   <prefix> bash benchmarks/device_checks.sh pass       # Nystrom's pass one task at a time; both
+#   <prefix> bash benchmarks/device_checks.sh vector     # the exp pass in 16-byte vectors
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -92,12 +93,19 @@ case "$part" in
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 150
     run 400 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu gpu64 --timeout 320
     ;;
+  vector)  # the exp pass in 16-byte vectors: GPU tests, the stream probe, 1,000,000; Nystrom
+    run 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
+    run 60 "$PY" benchmarks/bench_gpu.py --stream-probe
+    run 130 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 120
+    run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 75
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector}" >&2
     exit 2
     ;;
 esac

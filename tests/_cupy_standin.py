@@ -101,6 +101,10 @@ class ndarray(np.lib.mixins.NDArrayOperatorsMixin):  # CuPy's name
     size = property(lambda self: self._data.size)
     nbytes = property(lambda self: self._data.nbytes)
     itemsize = property(lambda self: self._data.itemsize)
+    strides = property(lambda self: self._data.strides)
+    flags = property(lambda self: self._data.flags)
+    #: ``data.ptr``: the address of the first value, as CuPy's memory pointer gives it.
+    data = property(lambda self: types.SimpleNamespace(ptr=self._data.ctypes.data))
     T = property(lambda self: ndarray(self._data.T))
 
     def get(self) -> np.ndarray:
@@ -218,42 +222,50 @@ class _CUDARuntimeError(RuntimeError):
     pass
 
 
-#: The CUDA kernels dkpca compiles, by name, as numpy functions of their parameters (in the
-#: order of the kernel's in and out parameters; the out parameters are written in place).
-_ELEMENTWISE = {
-    "dkpca_exp_minus": lambda near_one, shift, k: np.subtract(
-        np.where(near_one, np.expm1(k), np.exp(k)), shift, out=k),
-    "dkpca_exp_minus_exp": lambda shift, k: np.subtract(np.exp(k), shift, out=k),
-    "dkpca_exp_minus_expm1": lambda shift, k: np.subtract(np.expm1(k), shift, out=k),
+def _exp_minus(function: Any) -> Any:
+    """The numpy form of dkpca's ``exp``-and-shift kernel, checking its launch arguments."""
+    def run(z: np.ndarray, n: np.int64, head: np.int64, shift: np.ndarray,
+            *near_one: np.ndarray) -> None:
+        # CUDA reads each argument as the kernel declares it: a wrong type is a silent bug there
+        if not (isinstance(n, np.int64) and isinstance(head, np.int64)
+                and shift.dtype == z.dtype and [f.dtype for f in near_one] in ([], [np.bool_])):
+            raise TypeError(f"argument types {[type(n), type(head), shift.dtype]} for {z.dtype}")
+        values = z.reshape(-1, order="A")  # a contiguous array: a view of its buffer
+        if not (np.shares_memory(values, z) and n == values.size and 0 <= head < 4):
+            raise ValueError(f"bad launch arguments n={n}, head={head} for {z.shape}")
+        with np.errstate(over="ignore"):
+            np.subtract(function(values, *near_one), shift, out=values)
+    return run
+
+
+#: The CUDA kernels dkpca compiles, by name, as numpy functions of their arguments (the arrays
+#: written in place).
+_KERNELS = {
+    "dkpca_exp_minus": _exp_minus(lambda z, near_one: np.where(near_one, np.expm1(z), np.exp(z))),
+    "dkpca_exp_minus_exp": _exp_minus(np.exp),
+    "dkpca_exp_minus_expm1": _exp_minus(np.expm1),
 }
 
 
-class ElementwiseKernel:
-    """CuPy's ``ElementwiseKernel`` for the kernels of ``_ELEMENTWISE``.
+class RawKernel:
+    """CuPy's ``RawKernel`` for the kernels of ``_KERNELS``: device arrays and numpy scalars.
 
-    As CuPy does, it takes device arrays only and needs every parameter of one type letter
-    (``T``) to have the same dtype.
+    Like a CUDA launch, it takes a grid and a block of at most 1,024 threads; the source must
+    define the named function.
     """
 
-    def __init__(self, in_params: str, out_params: str, operation: str, name: str) -> None:
-        if name not in _ELEMENTWISE:
+    def __init__(self, code: str, name: str) -> None:
+        if name not in _KERNELS or f" {name}(" not in code:
             raise NotImplementedError(f"the stand-in has no numpy form of kernel {name!r}")
-        self.params = [p.split() for p in f"{in_params}, {out_params}".split(",")]
-        self.function = _ELEMENTWISE[name]
-        self.name = name
+        self.code, self.name = code, name
 
-    def __call__(self, *args: Any) -> Any:
-        if len(args) != len(self.params):
-            raise TypeError(f"wrong number of arguments: {len(args)}, {len(self.params)} wanted")
-        types: dict[str, Any] = {}
-        for (kind, name), arg in zip(self.params, args, strict=True):
-            if not isinstance(arg, ndarray):
-                raise TypeError(f"{name}: a device array is needed, got {type(arg)}")
-            wanted = types.setdefault(kind, arg.dtype) if kind.isupper() else np.dtype(kind)
-            if arg.dtype != wanted:
-                raise TypeError(f"Type is mismatched. {name} {arg.dtype} {wanted}")
-        self.function(*(arg._data for arg in args))
-        return args[-1]
+    def __call__(self, grid: tuple, block: tuple, args: tuple) -> None:
+        if not (1 <= int(np.prod(block)) <= 1024 and min(grid) >= 1):
+            raise ValueError(f"invalid launch configuration grid={grid}, block={block}")
+        for arg in args:
+            if not isinstance(arg, (ndarray, np.generic)):
+                raise TypeError(f"a device array or a numpy scalar is needed, got {type(arg)}")
+        _KERNELS[self.name](*(_unwrap(arg) for arg in args))
 
 
 #: ``cupy.cuda``: one "GPU" with 8 GiB free.

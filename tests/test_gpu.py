@@ -289,8 +289,8 @@ def test_a_streamed_pass_reads_nothing_back_from_the_gpu(monkeypatch):
                             lambda self, *a, _method=method, _name=name, **k:
                             reads.append(_name) or _method(self, *a, **k))
     kernels: list[str] = []
-    run = _cupy_standin.ElementwiseKernel.__call__
-    monkeypatch.setattr(_cupy_standin.ElementwiseKernel, "__call__",
+    run = _cupy_standin.RawKernel.__call__
+    monkeypatch.setattr(_cupy_standin.RawKernel, "__call__",
                         lambda self, *args: kernels.append(self.name) or run(self, *args))
     V = np.ones((600, 3))
     expected = RBF(gamma=0.2).pairwise(X) @ V
