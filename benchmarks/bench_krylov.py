@@ -7,10 +7,14 @@ standard normal data whose first 20 features are stretched (a decaying-then-flat
 and splits the Krylov time into the kernel products (``K V``, timed around the operator) and
 the rest (bookkeeping: block orthogonalisation, the Rayleigh–Ritz eigenproblem, residuals).
 
-Two variants run alternately in this one process, ``--repeat`` times each:
+Three variants run alternately in this one process, ``--repeat`` times each:
 
-- ``eigh on 1 thread`` (dkpca's choice): the small eigenproblems run on one BLAS thread;
-- ``eigh on all threads``: the same fit with those eigenproblems left to multithreaded LAPACK.
+- ``bookkeeping on 1 thread`` (dkpca's choice up to
+  :data:`dkpca.solvers.randomized.ONE_THREAD_BOOKKEEPING_ROWS` rows): the whole Krylov loop
+  outside its passes runs on one BLAS thread;
+- ``bookkeeping on all threads, eigh on 1``: dkpca's choice above that size: multithreaded
+  BLAS, the small eigenproblems on one thread;
+- ``all on all threads``: those eigenproblems left to multithreaded LAPACK too.
 
 Each variant is timed on a quiet machine and with one core kept busy by a background process
 multiplying matrices (as when a dask worker or another job shares the node): multithreaded
@@ -70,7 +74,11 @@ def _load(busy: bool):
         process.join()
 
 
-def _timed_fit(X: np.ndarray, threaded_eigh: bool) -> dict[str, float]:
+VARIANTS = ("bookkeeping on 1 thread", "bookkeeping on all threads, eigh on 1",
+            "all on all threads")
+
+
+def _timed_fit(X: np.ndarray, variant: str) -> dict[str, float]:
     import dkpca
     from dkpca import linalg
     from dkpca.solvers import randomized
@@ -93,9 +101,11 @@ def _timed_fit(X: np.ndarray, threaded_eigh: bool) -> dict[str, float]:
                      passes=result.n_passes)
         return result
 
-    single = linalg.single_threaded_blas
+    single, rows = linalg.single_threaded_blas, randomized.ONE_THREAD_BOOKKEEPING_ROWS
     randomized.block_krylov_eigh = timed_krylov
-    if threaded_eigh:
+    if variant != VARIANTS[0]:
+        randomized.ONE_THREAD_BOOKKEEPING_ROWS = 0
+    if variant == VARIANTS[2]:
         linalg.single_threaded_blas = contextlib.nullcontext
     try:
         begin = time.perf_counter()
@@ -104,6 +114,7 @@ def _timed_fit(X: np.ndarray, threaded_eigh: bool) -> dict[str, float]:
     finally:
         randomized.block_krylov_eigh = krylov
         linalg.single_threaded_blas = single
+        randomized.ONE_THREAD_BOOKKEEPING_ROWS = rows
     times["bookkeeping"] = times["krylov"] - times["products"]
     times["eigenvalues"] = model.eigenvalues_
     return times
@@ -136,20 +147,20 @@ def main() -> None:
     print_environment(environment(), sys.argv)
     X = _data(args.n, args.d)
     exact = _reference(X)
-    _timed_fit(X[: args.n // 10], threaded_eigh=False)  # imports and first calls, untimed
+    _timed_fit(X[: args.n // 10], VARIANTS[0])  # imports and first calls, untimed
 
     def error(values):
         return float(np.max(np.abs(np.asarray(values) - exact)) / exact[0])
 
     rows = []
     for busy in (False, True):
-        runs: dict[str, list[dict]] = {"eigh on 1 thread": [], "eigh on all threads": []}
+        runs: dict[str, list[dict]] = {variant: [] for variant in VARIANTS}
         with _load(busy):
             for _ in range(args.repeat):
                 for name, results in runs.items():
                     if not busy:
                         wait_for_quiet(0.3, patience=30.0)
-                    results.append(_timed_fit(X, threaded_eigh=name.endswith("threads")))
+                    results.append(_timed_fit(X, name))
         for name, results in runs.items():
             median = {key: statistics.median(r[key] for r in results)
                       for key in ("fit", "products", "bookkeeping")}

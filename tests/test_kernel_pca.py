@@ -413,3 +413,30 @@ def test_a_refit_keeps_nothing_from_the_previous_fit(first, second, tmp_path):
     dkpca.save(model, tmp_path / "m.zarr")
     saved = set(dkpca.load(tmp_path / "m.zarr").__dict__)
     assert not saved & {"dual_coef_", "residual_trace_", "entropy_trace_"} - fitted
+
+
+@pytest.mark.parametrize("rows_limit, one_thread", [(10_000, True), (0, False)])
+def test_the_krylov_bookkeeping_runs_on_one_blas_thread_for_few_rows(monkeypatch, rows_limit,
+                                                                     one_thread):
+    # After a multithreaded BLAS call OpenBLAS's idle threads spin and take cores from the
+    # next pass, which is short when n is small: there the bookkeeping runs on one thread,
+    # above the limit on every thread. The operator's own tasks set their own threads.
+    from threadpoolctl import threadpool_limits
+
+    from dkpca.linalg import blas_single_threaded
+    from dkpca.solvers import randomized
+
+    seen = []
+    krylov = randomized.block_krylov_eigh
+
+    def recording(matmul, start, k, **options):
+        seen.append(blas_single_threaded())
+        return krylov(matmul, start, k, **options)
+
+    monkeypatch.setattr(randomized, "block_krylov_eigh", recording)
+    monkeypatch.setattr(randomized, "ONE_THREAD_BOOKKEEPING_ROWS", rows_limit)
+    X = np.random.default_rng(0).normal(size=(300, 4))
+    with threadpool_limits(limits=2, user_api="blas"), dask.config.set(scheduler="threads"):
+        KernelPCA(3, solver="randomized", random_state=0).fit(X)
+        assert not blas_single_threaded()  # restored after the fit
+    assert seen and all(value is one_thread for value in seen)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -14,7 +15,7 @@ from dkpca._device import array_module, c_float64, configured_device, to_device,
 from dkpca._tile_holders import device_memory
 from dkpca.blocked import center_columns, compute, kernel_diagonal
 from dkpca.kernels import Kernel
-from dkpca.linalg import KrylovResult, block_krylov_eigh
+from dkpca.linalg import KrylovResult, block_krylov_eigh, single_threaded_blas
 from dkpca.tiles import KernelTiles, cache_memory_budget, cached_kernel_bytes, storage_dtype
 
 from ._basis import KernelBasis
@@ -39,6 +40,15 @@ AUTO_BLOCK_WIDTH = 32
 #: 64 MiB / 256 MiB / 1 GiB tiles (``benchmarks/bench_gpu.py --tile-probe``), and a streamed
 #: pass at 1,000,000 rows 25.4 s with 256 MiB tiles, 15.3 s with 1 GiB.
 GPU_TILE_BYTES = 2**30
+
+#: Up to this many rows the client's Krylov bookkeeping (orthogonalisation, Rayleigh–Ritz) runs
+#: on one BLAS thread. After a multithreaded call, OpenBLAS's idle threads spin for about 0.1 s
+#: (``OPENBLAS_THREAD_TIMEOUT``), taking cores from the pass that follows. At 10,000 × 784 a
+#: pass's products take tens of milliseconds, and on 2 cores they took 1.26–1.32 s of a fit
+#: with multithreaded bookkeeping against 0.82–0.94 s with one thread (the fit 2.57–2.77 s
+#: against 2.30–2.32 s); at 20,000 × 64 the fit took the same time either way. With more rows
+#: the bookkeeping grows (``O(n · columns · b)`` a pass) and the pass hides the spin.
+ONE_THREAD_BOOKKEEPING_ROWS = 20_000
 
 #: Share of the GPUs' free memory the cached tiles may take; the rest holds the data rows, one
 #: tile being evaluated and the products.
@@ -146,6 +156,24 @@ def _on_host(result: KrylovResult) -> KrylovResult:
                                eigenvectors=to_host(result.eigenvectors))
 
 
+def bookkeeping_threads(n: int) -> contextlib.AbstractContextManager:
+    """Hold BLAS to one thread for the Krylov bookkeeping of ``n`` rows, when ``n`` is small.
+
+    Up to :data:`ONE_THREAD_BOOKKEEPING_ROWS` rows; above it every thread stays. The passes
+    inside set their own threads (their tasks run BLAS on one thread each).
+
+    Examples
+    --------
+    >>> from dkpca.linalg import blas_single_threaded
+    >>> with bookkeeping_threads(10_000):
+    ...     blas_single_threaded()
+    True
+    """
+    if n <= ONE_THREAD_BOOKKEEPING_ROWS:
+        return single_threaded_blas()
+    return contextlib.nullcontext()
+
+
 def fit_randomized(
     kernel: Kernel,
     X: da.Array,
@@ -247,8 +275,9 @@ def fit_randomized(
         k = min(k, n)
         start = rng.standard_normal((n, block_width(k, n, n_oversamples)))
         start -= start.mean(axis=0)  # orthogonal to the ones vector, see center_columns
-        result = _on_host(block_krylov_eigh(operator, to_device(start, device), k, tol=tol,
-                                            max_iter=max_iter))
+        with bookkeeping_threads(n):
+            result = _on_host(block_krylov_eigh(operator, to_device(start, device), k, tol=tol,
+                                                max_iter=max_iter))
         total = operator.total_variance()
         if k >= n or rule.satisfied_by(result.eigenvalues, total):
             break
