@@ -15,6 +15,7 @@
 #   <prefix> bash benchmarks/device_checks.sh accuracy   # 1,000,000 rows against float64 at 1e-10
 #   <prefix> bash benchmarks/device_checks.sh pass       # Nystrom's pass one task at a time; both
 #   <prefix> bash benchmarks/device_checks.sh vector     # the exp pass in 16-byte vectors
+#   <prefix> bash benchmarks/device_checks.sh next       # 10,000 x 784; cluster shapes; Nystrom
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -100,12 +101,19 @@ case "$part" in
     run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 75
     ;;
+  next)  # what 2026-11-28 left: 10,000 x 784 after the one-thread bookkeeping, the cluster
+        # shapes, Nystrom at 10,000,000 again (its CPU side moved 38.6-67.4 s between machines)
+    run 90 "$PY" benchmarks/bench_krylov.py --repeat 2
+    run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
+    run 120 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 75
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next}" >&2
     exit 2
     ;;
 esac
