@@ -44,9 +44,9 @@ GPU_TILE_BYTES = 2**30
 #: Up to this many rows the client's Krylov bookkeeping (orthogonalisation, Rayleigh–Ritz) runs
 #: on one BLAS thread. After a multithreaded call, OpenBLAS's idle threads spin for about 0.1 s
 #: (``OPENBLAS_THREAD_TIMEOUT``), taking cores from the pass that follows. At 10,000 × 784 a
-#: pass's products take tens of milliseconds, and on 2 cores they took 1.26–1.32 s of a fit
-#: with multithreaded bookkeeping against 0.82–0.94 s with one thread (the fit 2.57–2.77 s
-#: against 2.30–2.32 s); at 20,000 × 64 the fit took the same time either way. With more rows
+#: pass takes tens of milliseconds: on 2 cores the products took 1.32 s of a 2.76 s fit with
+#: multithreaded bookkeeping, 0.95 s of 2.44 s with one thread (``benchmarks/bench_krylov.py``,
+#: BENCHMARKS.md §10); at 20,000 × 64 the fit took the same time either way. With more rows
 #: the bookkeeping grows (``O(n · columns · b)`` a pass) and the pass hides the spin.
 ONE_THREAD_BOOKKEEPING_ROWS = 20_000
 
