@@ -305,6 +305,10 @@ def _stream_probe(d: int, repeats: int = 5) -> None:
             ["exponent (moved blocks, norms, distance GEMM)", each(
                 lambda: kernel.exponent(*_moved_blocks(kernel, Xi, Xj, f32)))],
             ["  moved blocks alone", each(lambda: _moved_blocks(kernel, Xi, Xj, f32))],
+            ["    their centre (a float64 sum down the columns)", each(
+                lambda: cupy.sum(Xi, axis=0, dtype=np.float64))],
+            ["    the same centre as a product with a row of ones", each(
+                lambda: cupy.ones((1, m)) @ Xi)],
             ["  distance GEMM on the moved blocks (norms, operands, GEMM)", each(
                 lambda: kernel.exponent(*moved))],
             ["exp and shift, fused (one pass)", each(lambda: exp_minus_in_place(Z, False, 0.0))],
