@@ -102,6 +102,7 @@ def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("dkpca: error: ")]
 
 
+@pytest.mark.slow  # 27 s: a scheduler started late (make test-all runs the waits)
 def test_fit_waits_for_a_scheduler_that_comes_up_late(cluster, rings, tmp_path):
     path, R = rings
     out = tmp_path / "model.zarr"
@@ -128,6 +129,7 @@ def test_fit_waits_for_a_scheduler_that_comes_up_late(cluster, rings, tmp_path):
     np.testing.assert_allclose(dkpca.load(out).eigenvalues_, reference.eigenvalues_, rtol=1e-9)
 
 
+@pytest.mark.slow  # 26 s (a 20 s wait); test_a_scheduler_lost_mid_run_is_transient checks status 75
 def test_a_scheduler_that_never_comes_is_transient(tmp_path, rings):
     path, _ = rings
     address = f"tcp://127.0.0.1:{_free_port()}"

@@ -323,6 +323,7 @@ def _session_ends(session: int) -> bool:
     return False
 
 
+@pytest.mark.slow  # 24 s; test_sigint_leaves_nothing checks the same clean exit on SIGINT
 def test_sigkill_leaves_no_output(interrupted_transform, transform_inputs, tmp_path):
     process, _ = interrupted_transform(signal.SIGKILL)
     assert process.returncode == -signal.SIGKILL

@@ -217,6 +217,7 @@ def test_two_writers_to_one_object_store_destination(s3, inputs, prefix):
     assert all(key.startswith("scores.zarr/") for key in keys), keys
 
 
+@pytest.mark.slow  # 21 s; the overwrite that keeps foreign keys checks the same swap
 def test_an_overwrite_replaces_the_previous_result(s3, inputs, prefix):
     url = f"s3://{prefix}/scores.zarr"
     fs = s3fs.S3FileSystem(**s3, skip_instance_cache=True)
