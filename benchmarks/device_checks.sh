@@ -16,6 +16,7 @@
 #   <prefix> bash benchmarks/device_checks.sh pass       # Nystrom's pass one task at a time; both
 #   <prefix> bash benchmarks/device_checks.sh vector     # the exp pass in 16-byte vectors
 #   <prefix> bash benchmarks/device_checks.sh next       # 10,000 x 784; cluster shapes; Nystrom
+#   <prefix> bash benchmarks/device_checks.sh strips     # Nystrom's GPU strips, length and accuracy
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -108,12 +109,20 @@ case "$part" in
     run 120 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 75
     ;;
+  strips)  # Nystrom's GPU strips sized for the GPU (8,192 float32 rows), not by block_size
+    run 50 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py \
+      -k "nystrom or column_sums or strip"
+    run 100 bash -c "cd benchmarks && $PY probe_nystrom_strips.py 4000000"
+    run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
+    run 90 "$PY" benchmarks/bench_krylov.py --repeat 2
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next|strips}" >&2
     exit 2
     ;;
 esac

@@ -9,9 +9,10 @@ scheduler with ``dkpca.device = "cuda"``. In one process, one after another:
    ``Kᵀ @ K`` (a GEMM) against dkpca's :func:`~dkpca.linalg.crossproduct` (cuBLAS ``syrk``,
    then the mirrored triangle), the best of five, timed with the GPU synchronised;
 2. each step of the pass on one 100,000-row float32 chunk, timed the same way: the copy to
-   the GPU, and per strip the kernel, the shift, the column sums (as the pass takes them, in
-   float64; in float32; as a product with a row of ones) and the scatter; then the whole
-   chunk as a task of the pass computes it;
+   the GPU, and per strip (of :func:`~dkpca.solvers.nystrom.gpu_strip_rows` rows, as the
+   pass takes them) the kernel, the shift, the column sums (in float64; in float32; as a
+   product with a row of ones; as the pass takes them) and the scatter; then the whole chunk
+   as a task of the pass computes it, on the same chunk and on chunks not read before;
 3. a first fit on 200,000 rows (CuPy compiles its kernels here; the first call of each kind
    of GPU work runs alone, :func:`dkpca._device.first_call_alone`);
 4. a fit on all rows in memory, on the threaded scheduler (dkpca's default) and on the
@@ -43,9 +44,9 @@ import numpy as np
 import dkpca
 from dkpca._device import import_cupy, to_device
 from dkpca.kernels import RBF
-from dkpca.linalg import crossproduct
+from dkpca.linalg import column_sums, crossproduct
 from dkpca.options import Nystrom
-from dkpca.solvers.nystrom import GPU_STRIP_BYTES, _kernel_moments
+from dkpca.solvers.nystrom import GPU_STRIP_BYTES, _kernel_moments, gpu_strip_rows
 
 LANDMARKS = 2000
 
@@ -95,10 +96,11 @@ def _step_probe() -> None:
     kernel = RBF(gamma=1 / 64)
     shift_host = kernel.pairwise(landmarks_host).astype(np.float64).mean(axis=0)
     landmarks, shift = to_device(landmarks_host, "cuda"), to_device(shift_host, "cuda")
-    rows = GPU_STRIP_BYTES // (LANDMARKS * 4)
+    rows = gpu_strip_rows(LANDMARKS, np.dtype(np.float32))
     strip = to_device(chunk[:rows], "cuda")
     K = kernel.pairwise(strip, landmarks)
     ones = cupy.ones(rows, dtype=np.float32)
+    fresh = iter(rng.standard_normal((6, 100_000, 64), dtype=np.float32))  # one per call
     steps = {
         "copy the chunk to the GPU": lambda: to_device(chunk, "cuda"),
         "strip: the kernel": lambda: kernel.pairwise(strip, landmarks),
@@ -106,10 +108,13 @@ def _step_probe() -> None:
         "strip: column sums, float64": lambda: K.sum(axis=0, dtype=np.float64),
         "strip: column sums, float32": lambda: K.sum(axis=0),
         "strip: column sums, ones @ K": lambda: ones @ K,
+        "strip: column sums as the pass takes them": lambda: column_sums(K),
         "strip: scatter (crossproduct)": lambda: crossproduct(K),
         "strip: diagonal sum": lambda: kernel.diag(strip).sum(dtype=np.float64),
         "chunk: the pass's task": lambda: _kernel_moments(chunk, landmarks_host, kernel, rows,
                                                          shift_host, "cuda"),
+        "chunk: the pass's task, a chunk not read before": lambda: _kernel_moments(
+            next(fresh), landmarks_host, kernel, rows, shift_host, "cuda"),
     }
     for label, step in steps.items():
         print(f"=== {label} ({rows} rows a strip): {_best_seconds(step) * 1e3:.2f} ms",

@@ -28,6 +28,7 @@ __all__ = [
     "blas_controller",
     "blas_single_threaded",
     "block_krylov_eigh",
+    "column_sums",
     "crossproduct",
     "flip_signs",
     "single_threaded_blas",
@@ -169,6 +170,27 @@ def _device_crossproduct(A: Any) -> Any:
 
     upper = cublas.syrk("N", A.T)  # A.T of a C-ordered strip is F-ordered: no copy
     return upper + array_module(A).triu(upper, 1).T
+
+
+def column_sums(A: Any) -> Any:
+    """Return the sums of a 2-D array's columns, in float64.
+
+    On a GPU the sum is a product with a row of ones, in ``A``'s precision, then cast: CuPy's
+    reduction along the rows of a C-ordered array reads it with a stride, and on an H100 took
+    0.86 ms for a 33,554 × 2,000 float32 strip against 0.12 ms for the product (cuBLAS sums
+    in blocks, so a float32 sum of 33,554 values loses about as much as the strip's float32
+    ``syrk`` beside it). Elsewhere each value is cast and summed in float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> column_sums(np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32))
+    array([4., 6.])
+    """
+    xp = array_module(A)
+    if is_device_array(A) and A.dtype in (np.float32, np.float64):
+        return (xp.ones(A.shape[0], dtype=A.dtype) @ A).astype(np.float64)
+    return xp.sum(A, axis=0, dtype=xp.float64)
 
 
 def top_eigh(

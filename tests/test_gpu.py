@@ -68,6 +68,18 @@ def test_a_device_crossproduct_is_symmetric_and_equals_the_gemm(cupy, dtype):
                                else 1e-12, atol=1e-3 if dtype == np.float32 else 1e-10)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_device_column_sums_equal_the_float64_sums(cupy, dtype):
+    # On the GPU the sums are a product with ones (CuPy's row-wise reduction is slow).
+    from dkpca.linalg import column_sums
+
+    A = np.random.default_rng(0).normal(size=(5000, 30)).astype(dtype)
+    got = column_sums(cupy.asarray(A))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got.get(), A.astype(np.float64).sum(axis=0),
+                               atol=1e-4 if dtype == np.float32 else 1e-10)
+
+
 def _assert_same_fit(got: KernelPCA, want: KernelPCA, rtol: float) -> None:
     np.testing.assert_allclose(got.eigenvalues_, want.eigenvalues_, rtol=rtol)
     got_vectors, want_vectors = np.asarray(got.eigenvectors_), np.asarray(want.eigenvectors_)
@@ -188,6 +200,30 @@ def test_the_nystrom_pass_runs_on_the_gpu(cupy, blobs, monkeypatch, dtype, rtol)
     assert sum(shape[0] for shape in to_gpu if shape[1:] == (X.shape[1],)) >= len(X)
     assert to_host.count((m + 2, m)) == 1, to_host
     _assert_same_fit(got, want, rtol)
+
+
+def test_a_gpu_nystrom_strip_is_sized_for_the_gpu_not_the_host(cupy, blobs, monkeypatch):
+    # The host's block size budgets host memory; on the GPU small strips waste it on per-strip
+    # steps, so the strip is the GPU's (at most GPU_FLOAT32_STRIP_ROWS rows in float32, for
+    # accuracy) whatever block_size says.
+    from dkpca.solvers import nystrom
+
+    strips: dict[str, list[int]] = {"cpu": [], "cuda": []}
+    moments = nystrom._kernel_moments
+
+    def recording(block, landmarks, kernel, strip, shift, device="cpu"):
+        strips[device].append(strip)
+        return moments(block, landmarks, kernel, strip, shift, device)
+
+    monkeypatch.setattr(nystrom, "_kernel_moments", recording)
+    m, X = 100, da.from_array(blobs.astype(np.float32), chunks=1000)
+    for device in ("cpu", "cuda"):
+        with dask.config.set({"dkpca.device": device, "scheduler": "threads"}):
+            KernelPCA(4, solver=Nystrom(n_landmarks=m), block_size="1MiB",
+                      random_state=0).fit(X)
+    assert set(strips["cpu"]) == {2**20 // 4 // (m * 4)}
+    assert set(strips["cuda"]) == {nystrom.gpu_strip_rows(m, np.dtype(np.float32))}
+    assert nystrom.gpu_strip_rows(m, np.dtype(np.float32)) == nystrom.GPU_FLOAT32_STRIP_ROWS
 
 
 @pytest.mark.parametrize("method", ["mdd", "kpa"])

@@ -36,7 +36,13 @@ from dkpca.blocked import (
     worker_block_bytes,
 )
 from dkpca.kernels import Kernel
-from dkpca.linalg import crossproduct, flip_signs, small_eigh_threads, top_eigh
+from dkpca.linalg import (
+    column_sums,
+    crossproduct,
+    flip_signs,
+    small_eigh_threads,
+    top_eigh,
+)
 from dkpca.moments import RowStatistics
 
 from ._basis import KernelBasis
@@ -102,7 +108,7 @@ def _kernel_moments(
             rows = block[start : min(start + strip, block.shape[0]), :]
             K = kernel.pairwise(rows, landmarks)
             K -= astype(shift, K.dtype)
-            out[0, :] += xp.sum(K, axis=0, dtype=xp.float64)
+            out[0, :] += column_sums(K)
             out[1 : m + 1, :] += crossproduct(K)
             out[m + 1, 0] += xp.sum(kernel.diag(rows), dtype=xp.float64)
     return out
@@ -146,13 +152,17 @@ def landmark_statistics(
     (50, (4, 4), 50.0)
     """
     n, m = X.shape[0], landmarks.shape[0]
-    # A strip of k(x, L) and a copy (where syrk is unsafe) take at most half a tile, and at
-    # most STRIP_BYTES: the strip is read four times (exp, shift, sum, syrk), from the shared
-    # cache while it fits there, and products on a thousand rows already run at full speed.
+    # On the host a strip of k(x, L) and a copy (where syrk is unsafe) take at most half a
+    # tile, and at most STRIP_BYTES: the strip is read four times (exp, shift, sum, syrk), from
+    # the shared cache while it fits there, and products on a thousand rows already run at
+    # full speed. A GPU strip lives in the GPU's memory, not the worker's: its size is the
+    # GPU's, whatever block_bytes allows on the host.
     device = kernel_device(kernel, X, landmarks)
-    strip = max(1, min(worker_block_bytes(block_bytes) // 4,
-                       GPU_STRIP_BYTES if device == "cuda" else STRIP_BYTES)
-                // (m * X.dtype.itemsize))
+    if device == "cuda":
+        strip = gpu_strip_rows(m, X.dtype)
+    else:
+        strip = max(1, min(worker_block_bytes(block_bytes) // 4, STRIP_BYTES)
+                    // (m * X.dtype.itemsize))
     # The landmarks' mean kernel row: near the data's mean k(x, L), so nothing cancels.
     K_LL = _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel
     shift = K_LL.mean(axis=0)
@@ -171,9 +181,33 @@ def landmark_statistics(
     return RowStatistics.from_moments(moments[: m + 1], shift, n, diagonal_sum=moments[m + 1, 0])
 
 
-#: Largest strip of ``k(x, L)`` on a GPU: large products keep it busy (host strips stay
-#: within the CPU's cache, :data:`~dkpca.blocked.STRIP_BYTES`).
+#: Largest strip of ``k(x, L)`` on a GPU, in bytes.
 GPU_STRIP_BYTES = 2**28
+
+#: Most rows in a float32 strip on a GPU. Each entry of a strip's scatter is a float32 sum
+#: over its rows (cuBLAS ``syrk``), and ``K_LL^(-1/2)`` magnifies that error in its smallest
+#: directions: 4,000,000 × 64, 2,000 landmarks, on an H200, the largest relative error of
+#: ten eigenvalues against a float64 fit was 1.1e-6 with 4,194 rows, 1.8e-6 with 8,388,
+#: 5.7e-5 with 16,777 and 1.9 with 33,554 (``benchmarks/probe_nystrom_strips.py``). The CPU's
+#: float32 fit: 7.1e-7.
+GPU_FLOAT32_STRIP_ROWS = 8192
+
+
+def gpu_strip_rows(n_landmarks: int, dtype: np.dtype) -> int:
+    """Rows of ``k(x, L)`` a Nyström pass evaluates at once on a GPU.
+
+    Large strips keep the GPU busy: each strip costs a few fixed steps (the mirrored
+    triangle, the float64 sums), and the host's strips (4,194 rows at 2,000 landmarks, from
+    ``block_bytes``) made a 100,000-row chunk take 38 ms of an H200 against 19 ms with 8,388
+    rows. Float32 strips stop at :data:`GPU_FLOAT32_STRIP_ROWS` for accuracy.
+
+    Examples
+    --------
+    >>> gpu_strip_rows(2000, np.dtype(np.float32)), gpu_strip_rows(2000, np.dtype(np.float64))
+    (8192, 16777)
+    """
+    rows = max(1, GPU_STRIP_BYTES // (n_landmarks * np.dtype(dtype).itemsize))
+    return min(rows, GPU_FLOAT32_STRIP_ROWS) if np.dtype(dtype) == np.float32 else rows
 
 
 #: Fewest rows per task when a pass is split for the scheduler's threads.
