@@ -115,7 +115,6 @@ case "$part" in
     run 100 bash -c "cd benchmarks && $PY probe_nystrom_strips.py 4000000"
     run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
-    run 90 "$PY" benchmarks/bench_krylov.py --repeat 2
     ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
