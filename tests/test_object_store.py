@@ -104,6 +104,7 @@ def _scores(s3, url: str) -> np.ndarray:
     return as_dask(url, component="scores", storage_options=s3).compute()
 
 
+@pytest.mark.slow  # 15 s; the rerun in the killed write below checks the same whole result
 def test_a_complete_write_reads_back_whole(s3, inputs, prefix):
     url = f"s3://{prefix}/scores.zarr"
     result = _run(_transform_argv(inputs, url, s3))
@@ -200,6 +201,7 @@ def test_a_model_killed_mid_copy_is_refused_by_load(s3, inputs, prefix, tmp_path
     assert dkpca.load(url, storage_options=s3).n_components_ == 2
 
 
+@pytest.mark.slow  # 15 s; tests/test_faults.py checks the same race on a local destination
 def test_two_writers_to_one_object_store_destination(s3, inputs, prefix):
     """Started at once with the same --out: one wins, the other exits 2 with one line."""
     url = f"s3://{prefix}/scores.zarr"
