@@ -75,6 +75,7 @@ __all__ = [
     "device_memory",
     "holders",
     "local_threads",
+    "partial_rows",
     "recovering",
     "two_sum_into",
     "worker_lost",
@@ -292,15 +293,30 @@ class HolderState:
 
     @property
     def lo(self) -> int:
-        """First row of its partial product: its stripe's, else the first its tiles touch."""
-        if self.stripe is not None:
-            return self.bounds[self.stripe[0]][0]
-        return min((self.bounds[i][0] for i, _ in self.pairs), default=self.bounds[-1][1])
+        """First row of its partial product (see :func:`partial_rows`)."""
+        return partial_rows(self.bounds, self.pairs, self.stripe)[0]
 
     @property
     def hi(self) -> int:
-        """End of its partial product's rows: its stripe's end, else ``n``."""
-        return self.bounds[self.stripe[-1]][1] if self.stripe is not None else self.bounds[-1][1]
+        """End of its partial product's rows (see :func:`partial_rows`)."""
+        return partial_rows(self.bounds, self.pairs, self.stripe)[1]
+
+
+def partial_rows(bounds: Sequence[tuple[int, int]], pairs: Sequence[tuple[int, int]],
+                 stripe: range | None) -> tuple[int, int]:
+    """Return the rows ``lo:hi`` of a holder's partial product.
+
+    Its stripe's rows, else from the first row its tiles touch to ``n``.
+
+    Examples
+    --------
+    >>> bounds = [(0, 10), (10, 20), (20, 30)]
+    >>> partial_rows(bounds, [(1, 1), (1, 2)], None), partial_rows(bounds, [(0, 1)], range(1, 2))
+    ((10, 30), (10, 20))
+    """
+    if stripe is not None:
+        return bounds[stripe[0]][0], bounds[stripe[-1]][1]
+    return min((bounds[i][0] for i, _ in pairs), default=bounds[-1][1]), bounds[-1][1]
 
 
 @sizeof.register(HolderState)

@@ -14,7 +14,9 @@ multiplies all of its tiles with all of its threads and returns one partial. Two
   and evaluates every tile again at every product, for kernels larger than the memory available.
 
 Tiles are stored in float32 where that keeps the eigenvalues accurate, shifted by their own mean
-first, and products are accumulated in float64 (:mod:`dkpca._tile_values`).
+first, and products are accumulated in float64 (:mod:`dkpca._tile_values`). On workers that
+share the client's machine, a product calls each worker directly and its bytes go through
+shared memory (:mod:`dkpca._shared_memory`); elsewhere it is one task per holder.
 """
 
 from __future__ import annotations
@@ -31,11 +33,18 @@ import psutil
 
 from ._cluster_workers import cluster_workers, live_workers
 from ._device import array_module, c_float64, to_host
+from ._shared_memory import (
+    HolderStateMissing,
+    SharedMemoryFull,
+    shared_memory_reaches,
+    shared_product,
+)
 from ._tile_holders import (
     Holder,
     active_client,
     build_state,
     holders,
+    partial_rows,
     recovering,
     state_product,
     state_summary,
@@ -153,6 +162,7 @@ class KernelTiles:
         self._stripes = [stripe for _, _, stripe in plan.kept]
         # partials that no other overlaps are rounded by their holders (half the bytes back)
         self._exclusive = self.layout == "stripes" or len(self.holders) == 1
+        self._shared: bool | None = None  # whether the holders see our shared memory: probed
         self._source = self._source_blocks(X, rows)
         self.states: list = [self._build(h, p, stripe) for h, p, stripe in plan.kept]
         if self._client is None:  # the states hold what they need; only a cluster recovers
@@ -249,6 +259,18 @@ class KernelTiles:
     def _product_tasks(self, V: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         client = self._client
         addresses = [h.address for h in self.holders]
+        if self._shared is None:
+            self._shared = (all(_on_this_machine(address) for address in addresses)
+                            and shared_memory_reaches(client, addresses))
+        if self._shared:
+            spans = [partial_rows(self.bounds, pairs, stripe)
+                     for pairs, stripe in zip(self._pairs, self._stripes, strict=True)]
+            try:
+                return shared_product(client, self.holders, self.states, spans, V,
+                                      self._exclusive)
+            except (SharedMemoryFull, HolderStateMissing) as err:
+                logger.info("kernel products go through tasks and sockets from now on: %s", err)
+                self._shared = False
         direct = _direct_to_holders(client, addresses)
         # One copy of V to each holder, all sent at once (a broadcast scatter would do the
         # same, but logs an event that distributed cannot serialise).
@@ -263,6 +285,7 @@ class KernelTiles:
         """Rebuild every holder whose state (or the data it needs) was lost, on live workers."""
         client = self._client
         workers = sorted(live_workers(client, 1, timeout=60).items())
+        self._shared = None  # new workers: probe them again
         for k, block in enumerate(self._source):  # scattered data is gone with its worker
             if block.status in ("lost", "cancelled", "error"):
                 self._source[k] = self._send(k)

@@ -84,6 +84,39 @@ def client():
         yield c
 
 
+@pytest.fixture(scope="module")
+def process_client():
+    """Two worker processes (one thread, 2 GiB each) and a client in this process."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                 memory_limit="2GiB", dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.fixture
+def sockets_only(monkeypatch):
+    """Kernel products through tasks and sockets, as for workers off the client's machine."""
+    monkeypatch.setitem(dask.config.config.setdefault("dkpca", {}), "shared-memory", False)
+
+
+def tasks_run(client, action) -> int:
+    """Tasks the scheduler moved to ``processing`` while ``action()`` ran (distinct keys)."""
+    def counter(dask_scheduler):
+        return dask_scheduler.transition_counter
+
+    def processed_since(dask_scheduler, start):
+        log = list(dask_scheduler.transition_log)
+        log = log[len(log) - (dask_scheduler.transition_counter - start):]
+        return len({entry[0] for entry in log if entry[2] == "processing"})
+
+    start = client.run_on_scheduler(counter)
+    action()
+    return client.run_on_scheduler(processed_since, start=start)
+
+
 def match_signs(A: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Flip ``A``'s columns to agree in sign with ``reference``'s."""
     signs = np.sign(np.sum(A * reference, axis=0))

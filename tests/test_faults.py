@@ -19,12 +19,14 @@ import threading
 import time
 from pathlib import Path
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 import zarr
 
 import dkpca
+import dkpca._shared_memory as shared_memory
 from dkpca._cluster_workers import live_workers
 from dkpca.blocked import compute
 from dkpca.cluster import connect
@@ -69,14 +71,14 @@ def arrays(tmp_path_factory):
 
 
 class WorkerKiller(threading.Thread):
-    """SIGKILL the process of a worker that has tasks, once ``ready()`` holds.
+    """SIGKILL the process of a worker that has tasks (any, ``tasks=False``) once ``ready()`` holds.
 
     The worker processes are the nannies' children, so the nanny notices and starts a new one.
     """
 
-    def __init__(self, client, ready=lambda: True):
+    def __init__(self, client, ready=lambda: True, tasks=True):
         super().__init__(daemon=True)
-        self.client, self.ready = client, ready
+        self.client, self.ready, self.tasks = client, ready, tasks
         live_workers(client, 2, TIMEOUT)  # a previous test may have killed one
         self.pids = client.run(os.getpid)
         self.victim: str | None = None
@@ -85,7 +87,8 @@ class WorkerKiller(threading.Thread):
 
     def run(self):
         while not self.stop.is_set():
-            busy = [w for w, keys in self.client.processing().items() if keys]
+            busy = ([w for w, keys in self.client.processing().items() if keys] if self.tasks
+                    else sorted(self.pids))  # a direct call: every worker has one
             if busy and self.ready():
                 self.victim = busy[0]
                 os.kill(self.pids[self.victim], signal.SIGKILL)
@@ -109,7 +112,7 @@ class WorkerKiller(threading.Thread):
                     if isinstance(msg, dict) and msg.get("action") == "remove-worker"
                     and msg.get("worker") == self.victim]
         assert removals and not removals[-1]["expected"]
-        assert removals[-1]["processing-tasks"], "the killed worker had no tasks"
+        assert removals[-1]["processing-tasks"] or not self.tasks, "the killed worker had no tasks"
         live_workers(self.client, 2, TIMEOUT)  # the nanny restarted it
         pids = set(self.client.run(os.getpid).values())
         assert self.pids[self.victim] not in pids and len(pids) == 2
@@ -132,15 +135,34 @@ def undisturbed(client, arrays):
     return model, group["scores"][...]
 
 
-def test_fit_survives_a_killed_worker(client, arrays, undisturbed):
+@pytest.mark.parametrize("transport", [
+    pytest.param("sockets", marks=pytest.mark.slow),  # 10 s; the default transport is below
+    "shared memory"])
+def test_fit_survives_a_killed_worker(client, arrays, undisturbed, monkeypatch, transport):
     reference, _ = undisturbed
     train, _ = arrays
-    # kill a worker while it multiplies its tiles, so that the kill lands in the middle of a pass
-    def in_a_pass() -> bool:
-        return any("state_product" in str(key)
-                   for keys in client.processing().values() for key in keys)
+    # kill a worker while it multiplies its tiles, so that the kill lands in the middle of a
+    # pass: a product task, or a direct call (workers on this machine, dkpca._shared_memory)
+    calls = []
+    if transport == "sockets":
+        monkeypatch.setitem(dask.config.config.setdefault("dkpca", {}), "shared-memory", False)
+    else:
+        call = shared_memory._call
 
-    with WorkerKiller(client, ready=in_a_pass) as killer:
+        async def flagged(*args, **kwargs):
+            calls.append(1)
+            try:
+                return await call(*args, **kwargs)
+            finally:
+                calls.pop()
+
+        monkeypatch.setattr(shared_memory, "_call", flagged)
+
+    def in_a_pass() -> bool:
+        return bool(calls) or any("state_product" in str(key)
+                                  for keys in client.processing().values() for key in keys)
+
+    with WorkerKiller(client, ready=in_a_pass, tasks=transport == "sockets") as killer:
         model = _fit(train)
         finished = time.monotonic()
     killer.check(finished)

@@ -14,6 +14,7 @@ import numpy as np
 import psutil
 import pytest
 import scipy.linalg
+from conftest import tasks_run
 from sklearn.datasets import make_classification
 from sklearn.preprocessing import KernelCenterer, StandardScaler
 
@@ -258,17 +259,6 @@ def test_flat_spectrum_converges_within_the_default_passes():
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def process_client():
-    """Two worker processes (one thread, 2 GiB each) and a client in this process."""
-    with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                 memory_limit="2GiB", dashboard_address=":0") as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
-
-
 class PeakRSS(threading.Thread):
     """Peak resident memory of this process above its level at the start, sampled every 5 ms."""
 
@@ -360,37 +350,27 @@ def test_auto_max_memory_counts_the_workers_memory(process_client, caplog):
 # --- holders: one task per worker, data sent once, the same result on any layout ----------
 
 
-def _pass_tasks(client, tiles, V) -> int:
-    """Tasks the scheduler ran for one product (distinct keys it moved to ``processing``)."""
-    def log_size(dask_scheduler):
-        return dask_scheduler.transition_counter
-
-    def processed_since(dask_scheduler, start):
-        log = list(dask_scheduler.transition_log)[-(dask_scheduler.transition_counter - start):]
-        return len({entry[0] for entry in log if entry[2] == "processing"})
-
-    start = client.run_on_scheduler(log_size)
-    tiles.matmul(V)
-    return client.run_on_scheduler(processed_since, start=start)
-
-
 @pytest.mark.distributed
-def test_a_pass_runs_one_task_per_worker_whatever_the_tiles(process_client):
+def test_a_pass_runs_one_task_per_worker_whatever_the_tiles(process_client, sockets_only):
+    # The task path (workers off the client's machine); on it, a pass calls each worker
+    # directly and runs no task (tests/test_shared_memory.py).
     X = np.random.default_rng(0).normal(size=(3_000, 8))
     V = np.random.default_rng(1).normal(size=(3_000, 4))
     counts = {}
     for block_bytes in (2**30, 300 * 300 * 8):  # few tiles, then 55
         tiles = cache_kernel_tiles(RBF(gamma=0.1), X, block_bytes=block_bytes, dtype="float64")
-        counts[tiles.n_tiles] = _pass_tasks(process_client, tiles, V)
+        counts[tiles.n_tiles] = tasks_run(process_client, lambda t=tiles: t.matmul(V))
     workers = len(cluster_workers(process_client))
     assert max(counts) >= 50 and min(counts) <= 10, counts
     assert set(counts.values()) == {workers}, counts  # one product task on each worker
 
 
 @pytest.mark.distributed
-def test_products_bypass_the_scheduler_on_a_local_cluster(process_client, monkeypatch):
-    # V out and the partials back go between the client and the workers; the scheduler would
-    # relay every byte twice. A client told not to reach the workers still gets them through it.
+def test_products_bypass_the_scheduler_on_a_local_cluster(process_client, monkeypatch,
+                                                          sockets_only):
+    # Through sockets (shared memory off), V out and the partials back go between the client
+    # and the workers; the scheduler would relay every byte twice. A client told not to reach
+    # the workers still gets them through it.
     scheduler = process_client.cluster.scheduler
     relayed = []
     for op in ("scatter", "gather"):
@@ -414,7 +394,8 @@ def test_products_bypass_the_scheduler_on_a_local_cluster(process_client, monkey
 
 
 @pytest.mark.distributed
-def test_a_scatter_to_a_vanished_worker_is_recovered(process_client, monkeypatch, caplog):
+def test_a_scatter_to_a_vanished_worker_is_recovered(process_client, monkeypatch, caplog,
+                                                     sockets_only):
     # Right after a worker dies, a recovery can still see it in the scheduler's list and keep
     # its holder there; the next scatter to it then waits and raises "No valid workers found".
     # That is a lost worker too: recover again and finish the product.
@@ -453,9 +434,11 @@ def test_in_memory_data_is_sent_once_never_inside_a_graph(process_client, caplog
 @pytest.mark.distributed
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_stripes_return_each_row_once_and_equal_the_symmetric_layout(process_client,
-                                                                     monkeypatch, dtype):
+                                                                     monkeypatch, dtype,
+                                                                     sockets_only):
     # 10 row blocks: both layouts cut the same tiles, so the products must agree bit for bit
     # (a tile between two stripes is the same tile for both workers; sums are double-doubles).
+    # Through sockets, where each worker returns its partial (shared memory: one result).
     import dask
 
     import dkpca.tiles

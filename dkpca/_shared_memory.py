@@ -1,0 +1,273 @@
+"""A Krylov pass's ``V`` and partial products through shared memory, on the client's machine.
+
+On a ``LocalCluster`` every worker shares the client's machine, yet a pass would still copy
+``V`` into a socket once per worker and each worker's partial product back through another:
+on 8 workers at 100,000 × 32 that is about 200 MiB a pass, serialised, copied and received
+in Python, against a product of about a second. Here the client writes ``V`` once into a file
+of the shared-memory file system (``/dev/shm``), every worker maps it, and each worker writes
+its partial into a file the client made for it; the task messages carry only the files'
+names.
+
+The client creates every file with its whole size reserved (``posix_fallocate``, so a full
+file system is an error here, never a ``SIGBUS`` in a worker) and removes them all when the
+pass ends, failed or not; workers only map them. A file left by a client that was killed
+mid-pass is removed by the next client that finds its process gone.
+
+Whether the workers see the client's files is checked, never assumed: a probe file with a
+random token must be read back by every worker (a container with its own ``/dev/shm`` fails
+it, as does a worker on another machine). The ``dkpca.shared-memory`` setting turns the path
+off (``False``); by default (``"auto"``) it is used wherever the probe passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import secrets
+from collections.abc import Iterator
+from typing import Any, Self
+
+import dask
+import numpy as np
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.protocol import to_serialize
+
+from ._tile_holders import state_product
+
+__all__ = ["SHARED_MEMORY_KEY", "HolderStateMissing", "SharedArray", "SharedFiles",
+           "SharedMemoryFull", "shared_memory_reaches", "shared_product"]
+
+logger = logging.getLogger(__name__)
+
+#: The setting that allows (``"auto"``, ``True``) or forbids (``False``) shared memory.
+SHARED_MEMORY_KEY = "dkpca.shared-memory"
+
+#: Where the files go: a memory-backed file system on Linux (absent elsewhere: not used).
+SHARED_DIR = "/dev/shm"
+
+#: Prefix of every file, followed by the creating process's id.
+PREFIX = "dkpca-"
+
+
+class SharedMemoryFull(Exception):
+    """The shared-memory file system cannot hold a pass's files (the sockets will)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedArray:
+    """A float64 array in a file of :data:`SHARED_DIR`: what a task message carries of it.
+
+    Examples
+    --------
+    >>> with SharedFiles() as files:
+    ...     shared = files.create((2, 3))
+    ...     shared.view()[...] = 1.0
+    ...     float(shared.view(writable=False).sum())
+    6.0
+    """
+
+    path: str
+    shape: tuple[int, ...]
+
+    def view(self, writable: bool = True) -> np.ndarray:
+        """Map the file as an array (changes are seen by every process that maps it)."""
+        return np.asarray(np.memmap(self.path, dtype=np.float64, shape=self.shape,
+                                    mode="r+" if writable else "r"))
+
+
+class SharedFiles:
+    """Shared arrays made by this process for one pass, all removed when the context ends.
+
+    Examples
+    --------
+    >>> with SharedFiles() as files:
+    ...     shared = files.create((4, 2))
+    ...     os.path.exists(shared.path)
+    True
+    >>> os.path.exists(shared.path)
+    False
+    """
+
+    def __init__(self) -> None:
+        self._paths: list[str] = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for path in self._paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        self._paths.clear()
+
+    def create(self, shape: tuple[int, ...]) -> SharedArray:
+        """Make a zero-filled float64 array of ``shape``, its memory reserved now.
+
+        Raises :class:`SharedMemoryFull` when the file system cannot hold it.
+        """
+        path = os.path.join(SHARED_DIR, f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}")
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            self._paths.append(path)
+            try:
+                os.posix_fallocate(descriptor, 0, max(1, int(np.prod(shape)) * 8))
+            finally:
+                os.close(descriptor)
+        except OSError as err:
+            raise SharedMemoryFull(f"{SHARED_DIR} cannot hold {shape} float64: {err}") from err
+        return SharedArray(path, tuple(int(s) for s in shape))
+
+
+def shared_memory_reaches(client: Any, addresses: list[str]) -> bool:
+    """Whether the workers at ``addresses`` see this process's shared-memory files.
+
+    False when the ``dkpca.shared-memory`` setting is ``False``, where :data:`SHARED_DIR` is
+    missing or full, and when any worker fails to read back a probe's random token.
+
+    Examples
+    --------
+    >>> import dask
+    >>> with dask.config.set({"dkpca.shared-memory": False}):
+    ...     shared_memory_reaches(None, ["tcp://127.0.0.1:4000"])
+    False
+    """
+    setting = dask.config.get(SHARED_MEMORY_KEY, "auto")
+    if setting not in ("auto", True, False):
+        raise ValueError(f"{SHARED_MEMORY_KEY} must be 'auto', True or False, got {setting!r}")
+    if setting is False or not os.path.isdir(SHARED_DIR):
+        return False
+    _remove_orphans()
+    token = np.array([secrets.randbits(52) for _ in range(2)], dtype=np.float64)
+    try:
+        with SharedFiles() as files:
+            probe = files.create(token.shape)
+            probe.view()[...] = token
+            seen = client.gather([
+                client.submit(_reads, probe, token, workers=[address], allow_other_workers=False,
+                              pure=False) for address in addresses])
+            if all(seen):
+                client.register_plugin(_ProductHandler(), name=HANDLER)
+    except SharedMemoryFull as err:
+        logger.info("shared memory not used for kernel products: %s", err)
+        return False
+    if not all(seen):
+        logger.info("shared memory not used for kernel products: a worker has its own %s",
+                    SHARED_DIR)
+    return all(seen)
+
+
+class _ProductHandler(WorkerPlugin):
+    """Worker plugin installing :data:`HANDLER` (also on workers that join later)."""
+
+    def setup(self, worker: Any) -> None:
+        _install_handler(worker)
+
+
+def _reads(probe: SharedArray, token: np.ndarray) -> bool:
+    try:
+        return bool(np.array_equal(probe.view(writable=False), token))
+    except OSError:
+        return False
+
+
+def _remove_orphans() -> None:
+    """Remove files whose creating process is gone (a client killed in the middle of a pass)."""
+    for path in _own_kind():
+        pid = int(os.path.basename(path)[len(PREFIX):].split("-")[0])
+        if not _alive(pid):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def _own_kind() -> Iterator[str]:
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(SHARED_DIR):
+            name = entry.name
+            if name.startswith(PREFIX) and name[len(PREFIX):].split("-")[0].isdigit():
+                yield entry.path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def shared_product(client: Any, holders: list, states: list, spans: list[tuple[int, int]],
+                   V: np.ndarray, exclusive: bool) -> list[tuple[int, np.ndarray, Any]]:
+    """``K V`` with one call to each holder's worker, ``V`` and the partials in shared memory.
+
+    Each call goes straight from the client to the worker (:data:`HANDLER`, installed by
+    :func:`shared_memory_reaches`) and runs there on the worker's threads: no task, no
+    scheduler, a message of a few hundred bytes each way. ``spans`` are the holders' partial
+    rows (:func:`dkpca._tile_holders.partial_rows`). The partials come back as
+    :func:`dkpca._tile_holders.state_product` returns them; exclusive ones (no two overlap) are
+    written by their holders into one ``n``-row result, returned as the only partial. Raises
+    :class:`HolderStateMissing` when a worker no longer holds its state.
+    """
+    width = V.shape[1]
+    with SharedFiles() as files:
+        shared_V = files.create(V.shape)
+        shared_V.view()[...] = V
+        if exclusive:
+            result = files.create(V.shape)
+            outs = [(result, None, lo) for lo, _ in spans]
+        else:
+            outs = [(files.create((hi - lo, width)), files.create((hi - lo, width)), 0)
+                    for lo, hi in spans]
+
+        async def call_each() -> None:
+            await asyncio.gather(*(
+                _call(client, holder.address, key=state.key,
+                      args=to_serialize((shared_V, high, low, at, holder.nthreads, exclusive)))
+                for holder, state, (high, low, at) in zip(holders, states, outs, strict=True)))
+
+        client.sync(call_each)
+        if exclusive:
+            return [(0, result.view(), None)]
+        return [(lo, high.view(), low.view())
+                for (lo, _), (high, low, _) in zip(spans, outs, strict=True)]
+
+
+async def _call(client: Any, address: str, **message: Any) -> Any:
+    """Call :data:`HANDLER` on the worker at ``address``, straight from the client."""
+    return await getattr(client.rpc(address), HANDLER)(**message)
+
+
+class HolderStateMissing(LookupError):
+    """A worker called for a product no longer holds the holder's state (the tasks will)."""
+
+
+#: The worker handler that runs a holder's product when the client calls it.
+HANDLER = "dkpca_tile_product"
+
+
+def _install_handler(dask_worker: Any) -> None:
+    """Give the worker :data:`HANDLER` (run on each worker, and on workers that join later)."""
+
+    async def product(key: Any = None, args: tuple = ()) -> None:
+        try:
+            state = dask_worker.data[key]
+        except KeyError:
+            raise HolderStateMissing(f"no state {key!r} on {dask_worker.address}") from None
+        await dask_worker.loop.run_in_executor(dask_worker.executors["default"],
+                                               _product_into, state, *args)
+
+    dask_worker.handlers[HANDLER] = product
+
+
+def _product_into(state: Any, V: SharedArray, high: SharedArray, low: SharedArray | None,
+                  at: int, threads: int, exclusive: bool) -> None:
+    """On a worker: a holder's product, its partial written into rows ``at:`` of the files."""
+    _, part_high, part_low = state_product(state, V.view(writable=False), threads, exclusive)
+    rows = slice(at, at + part_high.shape[0])
+    high.view()[rows, ...] = part_high
+    if low is not None:
+        low.view()[rows, ...] = part_low
