@@ -62,9 +62,9 @@ def _on_cluster(shape: str, n: int, V: np.ndarray, repeat: int) -> tuple[dict, s
         np.testing.assert_array_equal(tiles.matmul(V), shared)
         times: dict[str, list[float]] = {"shared memory": [], "sockets": []}
         for _ in range(repeat):
-            for transport in times:
+            for transport, seconds in times.items():
                 tiles._shared = transport == "shared memory"
-                times[transport].append(_seconds(lambda: tiles.matmul(V)))
+                seconds.append(_seconds(lambda: tiles.matmul(V)))
         return times, tiles.layout
 
 

@@ -262,6 +262,8 @@ class KernelTiles:
         if self._shared is None:
             self._shared = (all(_on_this_machine(address) for address in addresses)
                             and shared_memory_reaches(client, addresses))
+            logger.info("kernel products: %s", "direct calls, V and the partials in shared "
+                        "memory" if self._shared else "one task per holder, through sockets")
         if self._shared:
             spans = [partial_rows(self.bounds, pairs, stripe)
                      for pairs, stripe in zip(self._pairs, self._stripes, strict=True)]
