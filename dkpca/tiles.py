@@ -351,6 +351,9 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
     placed. The others are added with :func:`two_sum_into`, so the result does not depend on
     their order. Partials rounded by their holders (``low`` is ``None``: no other overlaps
     them, see :func:`state_product`) are placed as they are; one over every row is the result.
+    A first partial over every row (the symmetric layout's first holder) becomes the sum
+    itself when it is writable (it is this pass's own memory): the same numbers, without two
+    ``n × b`` arrays of zeros, a copy, and a third array for the rounded total.
     """
     xp = array_module(partials[0][1])
     shape = (n, *partials[0][1].shape[1:])
@@ -361,17 +364,30 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
         for lo, part, _ in partials:
             total[lo : lo + part.shape[0], ...] = part
         return total
-    high, low = xp.zeros(shape, dtype=xp.float64), xp.zeros(shape, dtype=xp.float64)
-    touched = np.zeros(n, dtype=bool)
-    for lo, part_high, part_low in partials:
+    first_lo, first_high, first_low = partials[0]
+    if first_lo == 0 and first_high.shape[0] == n and _writable(first_high, first_low):
+        high, low, rest = first_high, first_low, partials[1:]
+        touched = np.ones(n, dtype=bool)
+    else:
+        high, low = xp.zeros(shape, dtype=xp.float64), xp.zeros(shape, dtype=xp.float64)
+        rest, touched = partials, np.zeros(n, dtype=bool)
+    rows_most = max(part_high.shape[0] for _, part_high, _ in partials)
+    scratch = [xp.empty((rows_most, *shape[1:]), dtype=xp.float64) for _ in range(3)]
+    for lo, part_high, part_low in rest:
         rows = slice(lo, lo + part_high.shape[0])
         if touched[rows].any():
-            two_sum_into(high[rows, ...], low[rows, ...], part_high)
+            two_sum_into(high[rows, ...], low[rows, ...], part_high, scratch)
             low[rows, ...] += part_low
         else:
             high[rows, ...], low[rows, ...] = part_high, part_low
         touched[rows] = True
-    return high + low
+    high += low
+    return high
+
+
+def _writable(*arrays: Any) -> bool:
+    """Whether the arrays may be written (a read-only buffer from a socket may not)."""
+    return all(getattr(getattr(a, "flags", None), "writeable", True) for a in arrays)
 
 
 def cache_kernel_tiles(
