@@ -32,6 +32,7 @@ from typing import Any, Self
 
 import dask
 import numpy as np
+from distributed import wait
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import to_serialize
 
@@ -47,6 +48,9 @@ SHARED_MEMORY_KEY = "dkpca.shared-memory"
 
 #: Where the files go: a memory-backed file system on Linux (absent elsewhere: not used).
 SHARED_DIR = "/dev/shm"
+
+#: Seconds the probe waits for every worker's answer before the sockets are used instead.
+PROBE_TIMEOUT = 30.0
 
 #: Prefix of every file, followed by the creating process's id.
 PREFIX = "dkpca-"
@@ -145,9 +149,18 @@ def shared_memory_reaches(client: Any, addresses: list[str]) -> bool:
         with SharedFiles() as files:
             probe = files.create(token.shape)
             probe.view()[...] = token
-            seen = client.gather([
-                client.submit(_reads, probe, token, workers=[address], allow_other_workers=False,
-                              pure=False) for address in addresses])
+            futures = [client.submit(_reads, probe, token, workers=[address],
+                                     allow_other_workers=False, pure=False)
+                       for address in addresses]
+            # A task pinned to a worker that has just vanished would wait for it for ever.
+            try:
+                wait(futures, timeout=PROBE_TIMEOUT)
+            except TimeoutError:
+                client.cancel(futures)
+                logger.info("shared memory not used for kernel products: a worker did not "
+                            "answer the probe in %g s", PROBE_TIMEOUT)
+                return False
+            seen = client.gather(futures)
             if all(seen):
                 client.register_plugin(_ProductHandler(), name=HANDLER)
     except SharedMemoryFull as err:
