@@ -37,7 +37,6 @@ stripes, in-memory strips) share the stripe budget, the retry and the tree helpe
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import warnings
@@ -58,7 +57,6 @@ from ._pca_stripes import (
     StripeGroup,
     free_memory_per_thread,
     gram_group,
-    pass_order,
     scatter_group,
     stripe_groups,
 )
@@ -212,14 +210,6 @@ def _graph_values(values: list) -> list:
     return [dask.delayed(value, traverse=False) for value in values]
 
 
-def _handed_on(*values: object) -> tuple:
-    return values
-
-
-def _group_share(product: Callable, group: StripeGroup, shared: tuple, *args: object) -> object:
-    return product(group, *shared, *args)
-
-
 class _CentredOperator:
     """Blocked products with ``X_c = X - 1 μᵀ`` over a grid of delayed blocks."""
 
@@ -316,23 +306,9 @@ class _CentredOperator:
         return tuple(_graph_values([V.astype(self.dtype, copy=False), self.mean]))
 
     def _group_pass(self, product: Callable, V: np.ndarray, *bounds: tuple) -> np.ndarray:
-        """One task per group, started in :func:`pass_order`; the shares summed by group."""
-        # Every group waits on one small task that hands it V and the means: distributed
-        # starts the dependents of a finished task in priority order (tasks ready when the
-        # graph arrives start in any order), and a group of tasks with one key to wait on is
-        # queued as root tasks, each thread handed the next one as it frees.
-        shared = dask.delayed(_handed_on, pure=False)(*self._shared(V))
-        token = dask.base.tokenize(shared, bounds, self.passes)
-        count = len(self.groups)
-        parts: list = [None] * count
-        for rank, g in enumerate(pass_order(count, self.passes)):
-            # the threaded scheduler starts equal tasks by descending name, distributed by
-            # descending priority
-            with dask.annotate(priority=count - rank):
-                share = functools.partial(_group_share, product, self.groups[g])  # untraversed
-                parts[g] = dask.delayed(share, pure=False)(
-                    shared, *bounds, self.dtype,
-                    dask_key_name=f"{product.__name__}-{count - rank:06d}-{token}")
+        V_key, mean_key = self._shared(V)
+        parts = [dask.delayed(product)(dask.delayed(group, traverse=False), V_key, mean_key,
+                                       *bounds, self.dtype) for group in self.groups]
         self.passes += 1
         return compute(tree_sum(parts))[0]
 

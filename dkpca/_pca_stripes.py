@@ -13,8 +13,7 @@ itself (``dask.local.get_sync``), one block at a time, holds the stripe while th
 partial product forms, and returns its share of the pass; the shares are summed in a tree. The
 tasks of a pass grow with the threads of the cluster (:data:`GROUPS_PER_THREAD` each), not with
 the blocks; ``V`` and the means go to a worker once a pass. Wide data (``X_c (X_cᵀ U)``) use
-feature stripes the same way. A pass starts its groups in the reverse of the last one's order
-(:func:`pass_order`), so that it first reads what is most likely still in the page cache.
+feature stripes the same way.
 
 Memory: a task holds one stripe (in buffers it reuses for each of its stripes:
 :class:`HeldStripe`), so a stripe must fit in :data:`HELD_SHARE` of the memory a
@@ -43,7 +42,7 @@ from ._tile_holders import active_client
 from .blocked import scheduler_threads
 
 __all__ = ["CARRIED_BYTES", "GROUPS_PER_THREAD", "HELD_SHARE", "HeldStripe", "StripeGroup",
-           "free_memory_per_thread", "gram_group", "pass_order", "scatter_group", "stripe_groups"]
+           "free_memory_per_thread", "gram_group", "scatter_group", "stripe_groups"]
 
 #: Most bytes of literal data a graph may carry for its blocks to be read inside the tasks:
 #: blocks held as values (``from_array``, a persisted array) are sent, not read.
@@ -223,23 +222,6 @@ def gram_group(group: StripeGroup, U: np.ndarray, mean: np.ndarray, rows: Sequen
         for block, (a, b) in zip(blocks, bounds, strict=True):
             out[a:b] += centred_times(block, T, mu, dtype)
     return out
-
-
-def pass_order(groups: int, passes: int) -> range:
-    """Order the groups of a pass: the reverse of the pass before.
-
-    ``passes`` counts the passes over the data so far, the statistics pass (which reads the
-    blocks in order) included: the first Krylov pass runs backwards. A pass then begins on
-    the stripes its predecessor read last, the ones most likely still in the page cache when
-    the array is larger than it. Each group's share is summed at the same place in the tree
-    whatever the order, so the products are the same bit for bit.
-
-    Examples
-    --------
-    >>> list(pass_order(4, 1)), list(pass_order(4, 2))
-    ([3, 2, 1, 0], [0, 1, 2, 3])
-    """
-    return range(groups - 1, -1, -1) if passes % 2 else range(groups)
 
 
 def free_memory_per_thread() -> int:

@@ -1,7 +1,5 @@
 """Randomized linear PCA passes as one task per group of stripes (dkpca/_pca_stripes.py)."""
 
-import itertools
-
 import dask
 import dask.array as da
 import numpy as np
@@ -147,73 +145,3 @@ def test_group_passes_on_a_distributed_cluster(client, tmp_path):
     np.testing.assert_allclose(remote.explained_variance_, local.explained_variance_,
                                rtol=1e-12)
     np.testing.assert_allclose(remote.explained_variance_, _exact(X, 5), rtol=1e-9)
-
-
-# first stripes of the 8 groups that 10 row stripes make on 2 threads (np.array_split)
-_GROUP_STARTS = [0, 2, 4, 5, 6, 7, 8, 9]
-
-
-def _record_group_starts(monkeypatch, path):
-    """Append each group task's first stripe to ``path`` as it starts (any process)."""
-    original = dkpca._pca_stripes.scatter_group
-
-    def recorded(group, *args):
-        with open(path, "a") as starts:
-            starts.write(f"{group.stripes[0]}\n")
-        return original(group, *args)
-
-    monkeypatch.setattr(dkpca._pca_randomized, "scatter_group", recorded)
-
-    def passes():
-        starts = [int(line) for line in path.read_text().split()]
-        assert len(starts) % len(_GROUP_STARTS) == 0
-        return [starts[i : i + len(_GROUP_STARTS)]
-                for i in range(0, len(starts), len(_GROUP_STARTS))]
-
-    return passes
-
-
-def test_each_pass_starts_on_the_stripes_the_last_one_read_last(tmp_path, monkeypatch):
-    """Issue 32: a pass reads first what its predecessor read last (the page cache holds it)."""
-    _store(tmp_path / "x.zarr", 500, 80, (50, 40))
-    passes = _record_group_starts(monkeypatch, tmp_path / "starts.txt")
-    with dask.config.set(scheduler="sync"):
-        PCA(5, solver="randomized", tol=1e-10, random_state=0).fit(
-            da.from_zarr(str(tmp_path / "x.zarr")))
-    orders = passes()
-    assert len(orders) >= 3
-    for number, order in enumerate(orders):  # the statistics pass read forwards
-        assert order == (_GROUP_STARTS[::-1] if number % 2 == 0 else _GROUP_STARTS)
-
-
-def test_the_order_of_a_pass_leaves_its_numbers_alone(tmp_path, monkeypatch):
-    """Each group's share is summed at its own place: backward passes change no bit."""
-    _store(tmp_path / "x.zarr", 500, 80, (50, 40))
-    data = da.from_zarr(str(tmp_path / "x.zarr"))
-    fits = []
-    for order in (dkpca._pca_stripes.pass_order, lambda groups, passes: range(groups)):
-        monkeypatch.setattr(dkpca._pca_randomized, "pass_order", order)
-        with dask.config.set(scheduler="threads", num_workers=2):
-            fits.append(PCA(5, solver="randomized", tol=1e-10, random_state=0).fit(data))
-    np.testing.assert_array_equal(fits[0].explained_variance_, fits[1].explained_variance_)
-    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
-
-
-@pytest.mark.distributed
-def test_a_distributed_pass_starts_on_the_groups_the_last_one_ended_on(client, tmp_path,
-                                                                       monkeypatch):
-    """On distributed the first groups of a pass are those its predecessor ran last.
-
-    Two single-threaded workers start two groups each before the rest are queued; which of
-    the two a worker starts first may vary, so the halves are compared as sets.
-    """
-    _store(tmp_path / "x.zarr", 500, 80, (50, 40))
-    passes = _record_group_starts(monkeypatch, tmp_path / "starts.txt")
-    PCA(5, solver="randomized", tol=1e-10, random_state=0).fit(
-        da.from_zarr(str(tmp_path / "x.zarr")))
-    orders = passes()
-    half = len(_GROUP_STARTS) // 2
-    assert len(orders) >= 3
-    assert set(orders[0][:half]) == set(_GROUP_STARTS[half:])
-    for before, after in itertools.pairwise(orders):
-        assert set(after[:half]) == set(before[half:])
