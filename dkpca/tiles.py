@@ -371,7 +371,8 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
     else:
         high, low = xp.zeros(shape, dtype=xp.float64), xp.zeros(shape, dtype=xp.float64)
         rest, touched = partials, np.zeros(n, dtype=bool)
-    rows_most = max(part_high.shape[0] for _, part_high, _ in partials)
+    # one scratch for every TwoSum, as tall as the tallest partial added (not the first)
+    rows_most = max((part_high.shape[0] for _, part_high, _ in rest), default=0)
     scratch = [xp.empty((rows_most, *shape[1:]), dtype=xp.float64) for _ in range(3)]
     for lo, part_high, part_low in rest:
         rows = slice(lo, lo + part_high.shape[0])
