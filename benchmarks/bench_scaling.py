@@ -21,9 +21,18 @@ Usage::
     python benchmarks/bench_scaling.py                        # this machine's cores
     python benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2 threads:4
     python benchmarks/bench_scaling.py --configs threads:2 2x1:stripes 2x1:symmetric
+    python benchmarks/bench_scaling.py --configs threads:2 1x2 2x1 --rounds 5
 
 A cluster configuration uses the default tile layout (``auto``: stripes where they fit) unless
-it names one (``dkpca.tile-layout``, see :func:`dkpca.tiles.tile_layout`).
+it names one (``dkpca.tile-layout``, see :func:`dkpca.tiles.tile_layout`), and distributed's
+default housekeeping unless it says ``quiet`` (``2x1:quiet``, ``8x2:stripes:quiet``: the
+cluster starts inside :func:`dkpca.cluster.quiet_housekeeping`, as the command line's does).
+
+``--rounds R`` runs the whole list of configurations ``R`` times, one round after another, so
+that each round's cluster fits are compared with that round's threaded fit: a shared machine's
+speed drifts by more than the gaps measured, and a drift then moves both sides of a ratio. A
+table per round is printed, then one of each configuration's medians over the rounds, of the
+times and of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -63,9 +72,15 @@ def _shape(config: str) -> str:
 
 def _layout(config: str) -> str:
     """The ``dkpca.tile-layout`` a configuration asks for (``auto`` unless it names one)."""
-    if config.startswith("threads:") or ":" not in config:
+    if config.startswith("threads:"):
         return "auto"
-    return config.split(":")[1]
+    return next((part for part in config.split(":")[1:] if part in ("symmetric", "stripes")),
+                "auto")
+
+
+def _quiet(config: str) -> bool:
+    """Whether a cluster configuration starts with :func:`dkpca.cluster.quiet_housekeeping`."""
+    return not config.startswith("threads:") and "quiet" in config.split(":")[1:]
 
 
 def _data(n: int, d: int) -> np.ndarray:
@@ -115,9 +130,13 @@ def _scheduler(config: str, cores: int):
         return
     from distributed import Client, LocalCluster
 
+    from dkpca.cluster import quiet_housekeeping
+
     workers, threads = map(int, _shape(config).split("x"))
-    with (LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                       dashboard_address=":0") as cluster, Client(cluster),
+    with (quiet_housekeeping() if _quiet(config) else contextlib.nullcontext()):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
+                               dashboard_address=":0")
+    with (cluster, Client(cluster),
           dask.config.set({"dkpca.tile-layout": _layout(config)})):
         yield
 
@@ -187,47 +206,91 @@ def _run(config: str, n: int, d: int) -> dict:
     return queue.get()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20_000)
-    parser.add_argument("--d", type=int, default=64)
-    parser.add_argument("--configs", nargs="+", default=None,
-                        help="threads:T or WxT (workers x threads), WxT:symmetric or "
-                             "WxT:stripes for a tile layout; default: this machine's")
-    parser.add_argument("--json", default=None, help="also write the results here")
-    args = parser.parse_args()
-    print_environment(environment(), sys.argv)
-    configs = args.configs or _configs(os.cpu_count() or 1)
-    results = []
-    for config in configs:  # each one printed as it ends: a run cut short still reports
-        results.append(_run(config, args.n, args.d))
-        print(f"{config}: " + json.dumps({k: v for k, v in results[-1].items()
-                                          if k != "eigenvalues"}), flush=True)
+def _rows(results: list[dict]) -> list[list[object]]:
+    """One table row per configuration of a round, ratios against that round's threaded fit."""
     threaded = {r["cores"]: r for r in results
                 if r["config"].startswith("threads:") and "error" not in r}
+    first = results[0].get("eigenvalues")
     rows = []
     for r in results:
         if "error" in r:
             rows.append([r["config"], r["error"], "", "", "", "", "", "", "", ""])
             continue
         base = threaded.get(r["cores"])
-        spread = max(abs(a - b) / b for a, b in zip(r["eigenvalues"], results[0]["eigenvalues"],
-                                                    strict=True)) if "eigenvalues" in results[0] \
-            else float("nan")
+        spread = max(abs(a - b) / b for a, b in zip(r["eigenvalues"], first, strict=True)) \
+            if first else float("nan")
         rows.append([r["config"], r["layout"], f"{r['fit_s']:.2f}", f"{r['pass_s']:.3f}", r["passes"],
                      f"{r['bound_s']:.3f}", f"{r['pass_s'] / r['bound_s']:.2f}",
                      f"{r['fit_s'] / base['fit_s']:.2f} / {r['pass_s'] / base['pass_s']:.2f}"
                      if base else "", f"{r['product_s']:.3f}"
                      + (f" [{r['product_s'] / base['product_s']:.2f}]" if base else ""),
                      f"{spread:.1e}"])
-    print(f"\nKernelPCA(10), RBF, {args.n} x {args.d} Gaussian mixture, default solver "
-          f"({results[0].get('solver', '?')})\n")
-    print(markdown_table(["configuration", "layout", "fit (s)", "pass (s)", "passes", "pass bound (s)",
-                          "pass / bound", "vs threads (fit / pass)",
-                          "product alone (s) [vs threads]", "eigenvalue spread"], rows))
+    return rows
+
+
+def _median_rows(rounds: list[list[dict]]) -> list[list[object]]:
+    """Each configuration's medians over the rounds: times, and ratios taken within a round."""
+    rows = []
+    for position, config in enumerate(r["config"] for r in rounds[0]):
+        ratios: dict[str, list[float]] = {"fit": [], "pass": [], "product": []}
+        times: dict[str, list[float]] = {"fit": [], "pass": [], "product": []}
+        for results in rounds:
+            r = results[position]
+            base = next((b for b in results if b["config"].startswith("threads:")
+                         and b["cores"] == r["cores"] and "error" not in b), None)
+            if "error" in r or base is None:
+                continue
+            for key, values in times.items():
+                values.append(r[f"{key}_s"])
+                ratios[key].append(r[f"{key}_s"] / base[f"{key}_s"])
+        if not times["fit"]:
+            rows.append([config, "every round failed", "", "", "", "", "", ""])
+            continue
+        rows.append([config, len(times["fit"])]
+                    + [f"{statistics.median(times[key]):.3f}" for key in times]
+                    + [f"{statistics.median(ratios[key]):.2f} ({min(ratios[key]):.2f}–"
+                       f"{max(ratios[key]):.2f})" for key in ratios])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20_000)
+    parser.add_argument("--d", type=int, default=64)
+    parser.add_argument("--configs", nargs="+", default=None,
+                        help="threads:T or WxT (workers x threads), WxT:symmetric or "
+                             "WxT:stripes for a tile layout, :quiet for quiet housekeeping; "
+                             "default: this machine's")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the configurations this many times, one round after another, "
+                             "and report the medians of the per-round ratios")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    print_environment(environment(), sys.argv)
+    configs = args.configs or _configs(os.cpu_count() or 1)
+    header = ["configuration", "layout", "fit (s)", "pass (s)", "passes", "pass bound (s)",
+              "pass / bound", "vs threads (fit / pass)", "product alone (s) [vs threads]",
+              "eigenvalue spread"]
+    rounds = []
+    for number in range(1, args.rounds + 1):
+        results = []
+        for config in configs:  # each one printed as it ends: a run cut short still reports
+            results.append(_run(config, args.n, args.d))
+            print(f"round {number}, {config}: " + json.dumps(
+                {k: v for k, v in results[-1].items() if k != "eigenvalues"}), flush=True)
+        rounds.append(results)
+        print(f"\nRound {number}: KernelPCA(10), RBF, {args.n} x {args.d} Gaussian mixture, "
+              f"default solver ({results[0].get('solver', '?')})\n")
+        print(markdown_table(header, _rows(results)), flush=True)
+    if args.rounds > 1:
+        print(f"\nMedians over {args.rounds} rounds (ratios against the same round's threaded "
+              "fit, with their range)\n")
+        print(markdown_table(["configuration", "rounds", "fit (s)", "pass (s)", "product alone (s)",
+                              "fit vs threads", "pass vs threads", "product alone vs threads"],
+                             _median_rows(rounds)))
     if args.json:
         with open(args.json, "w") as out:
-            json.dump(results, out, indent=2)
+            json.dump(rounds if args.rounds > 1 else rounds[0], out, indent=2)
 
 
 if __name__ == "__main__":

@@ -25,12 +25,26 @@ from dkpca._errors import TransientError
 if TYPE_CHECKING:  # distributed is imported lazily: `import dkpca` must not pay for it
     from distributed import Client, Security
 
-__all__ = ["connect", "dask_setup", "spawned_with", "tls_security"]
+__all__ = ["QUIET_HOUSEKEEPING", "connect", "dask_setup", "quiet_housekeeping", "spawned_with",
+           "tls_security"]
 
 logger = logging.getLogger(__name__)
 
 #: Worker environment: BLAS single-threaded, dask threads supply the parallelism.
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+#: Housekeeping settings of distributed that cost cores on a small machine: their default and
+#: the lighter value :func:`quiet_housekeeping` gives them. Each worker samples its threads'
+#: stacks every 10 ms for the dashboard's profile, and every server (scheduler, nannies,
+#: workers) wakes every 20 ms to measure its event loop's delay. An idle ``LocalCluster`` of
+#: two single-threaded workers used 19 % of a core with the defaults and 6 % with these on a
+#: 2-core machine (BENCHMARKS.md §8), time taken from the workers' products. The profile is
+#: still sampled, ten times a second, and a blocked event loop still reported: the 3 s
+#: ``distributed.admin.tick.limit`` is six of these ticks.
+QUIET_HOUSEKEEPING = {
+    "distributed.worker.profile.interval": ("10ms", "100ms"),
+    "distributed.admin.tick.interval": ("20ms", "500ms"),
+}
 
 _TLS = "tls://"
 
@@ -220,6 +234,34 @@ def spawned_with(env: dict[str, str]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def quiet_housekeeping() -> Iterator[None]:
+    """Start clusters inside the block with lighter housekeeping (:data:`QUIET_HOUSEKEEPING`).
+
+    Distributed's servers read these settings when they start, and a nanny hands its worker
+    the configuration of the moment, so a cluster started inside the block keeps them for its
+    whole life. A setting already changed from distributed's default (in a configuration file,
+    the environment or an enclosing ``dask.config.set``) is left as it is. The embedded
+    cluster of :func:`connect` starts inside it.
+
+    Examples
+    --------
+    >>> import dask
+    >>> with quiet_housekeeping():
+    ...     dask.config.get("distributed.admin.tick.interval")
+    '500ms'
+    >>> with dask.config.set({"distributed.admin.tick.interval": "50ms"}), quiet_housekeeping():
+    ...     dask.config.get("distributed.admin.tick.interval")
+    '50ms'
+    """
+    import distributed  # noqa: F401  (its defaults enter dask's configuration on import)
+
+    quiet = {key: value for key, (default, value) in QUIET_HOUSEKEEPING.items()
+             if dask.config.get(key) == default}
+    with dask.config.set(quiet):
+        yield
+
+
 def _scheduler_address(scheduler: str, security: Security | None) -> str:
     """Check ``scheduler`` against ``security``; a bare ``host:port`` gets ``tls://`` with TLS."""
     if security is None:
@@ -356,7 +398,7 @@ def connect(
     tls_options = {} if security is None else {"protocol": _TLS, "security": security}
     with contextlib.ExitStack() as stack:
         with (_workers_ignore_sigint() if processes else contextlib.nullcontext(),
-              spawned_with(WORKER_ENV)):
+              spawned_with(WORKER_ENV), quiet_housekeeping()):
             cluster = stack.enter_context(LocalCluster(
                 n_workers=n_workers,
                 threads_per_worker=threads_per_worker,

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from dkpca._cluster_workers import cluster_workers
-from dkpca.cluster import connect, tls_security
+from dkpca.cluster import QUIET_HOUSEKEEPING, connect, quiet_housekeeping, tls_security
 
 
 @pytest.fixture(autouse=True)
@@ -276,10 +276,30 @@ def _blas_threads() -> list[int]:
     return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
 
-def test_embedded_worker_processes_start_with_one_blas_thread():
+def _housekeeping() -> dict[str, str]:
+    return {key: dask.config.get(key) for key in QUIET_HOUSEKEEPING}
+
+
+def test_embedded_worker_processes_start_with_one_blas_thread_and_quiet_housekeeping():
     # OpenBLAS sizes its pool when it is loaded: the variable must be there when the worker
     # process starts, whatever distributed's own defaults for its environment say.
-    with (dask.config.set({"distributed.nanny.pre-spawn-environ": {}}),
+    user_tick = {"distributed.admin.tick.interval": "50ms"}  # the user's own setting stays
+    with (dask.config.set({"distributed.nanny.pre-spawn-environ": {}, **user_tick}),
           connect(n_workers=1, threads_per_worker=2, processes=True) as client):
         (threads,) = client.run(_blas_threads).values()
+        (settings,) = client.run(_housekeeping).values()
+        scheduler_ticks = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.periodic_callbacks["tick"].callback_time)
     assert threads and set(threads) == {1}, threads
+    assert settings == {"distributed.worker.profile.interval": "100ms", **user_tick}
+    assert scheduler_ticks == 50  # ms: the scheduler started with the user's setting too
+    assert _housekeeping()["distributed.worker.profile.interval"] == "10ms"  # restored
+
+
+def test_quiet_housekeeping_lightens_only_the_defaults():
+    with quiet_housekeeping():
+        assert _housekeeping() == {key: quiet for key, (_, quiet) in QUIET_HOUSEKEEPING.items()}
+    with (dask.config.set({"distributed.worker.profile.interval": "1s"}), quiet_housekeeping()):
+        assert _housekeeping() == {"distributed.worker.profile.interval": "1s",
+                                   "distributed.admin.tick.interval": "500ms"}
+    assert _housekeeping() == {key: default for key, (default, _) in QUIET_HOUSEKEEPING.items()}
