@@ -17,6 +17,7 @@
 #   <prefix> bash benchmarks/device_checks.sh vector     # the exp pass in 16-byte vectors
 #   <prefix> bash benchmarks/device_checks.sh next       # 10,000 x 784; cluster shapes; Nystrom
 #   <prefix> bash benchmarks/device_checks.sh strips     # Nystrom's GPU strips, length and accuracy
+#   <prefix> bash benchmarks/device_checks.sh quiet      # 16-core shapes, plain and quiet; Nystrom
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -116,12 +117,20 @@ case "$part" in
     run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
     ;;
+  quiet)  # 4 x 4 and 8 x 2 with distributed's housekeeping and with quiet_housekeeping (on 2
+         # cores quiet took 2 x 1 from 1.27 to 1.18 times the threaded fit), then the 8,192-row
+         # Nystrom strips at 10,000,000 rows, not measured yet
+    run 360 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 4x4 4x4:quiet 8x2 \
+      8x2:quiet
+    run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next|strips}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next|strips|quiet}" >&2
     exit 2
     ;;
 esac
