@@ -141,7 +141,7 @@ def _scheduler(config: str, cores: int):
         yield
 
 
-def _child(config: str, n: int, d: int, queue) -> None:
+def _child(config: str, n: int, d: int, block_size: str | None, queue) -> None:
     import dkpca
     from dkpca.solvers.randomized import AUTO_BLOCK_WIDTH
 
@@ -154,7 +154,8 @@ def _child(config: str, n: int, d: int, queue) -> None:
     solver_log.setLevel(logging.INFO)
 
     def fit(data):
-        return dkpca.KernelPCA(10, random_state=0).fit(data)
+        options = {} if block_size is None else {"block_size": block_size}
+        return dkpca.KernelPCA(10, random_state=0, **options).fit(data)
 
     made = _keep_tiles()
     with _scheduler(config, cores):
@@ -166,7 +167,7 @@ def _child(config: str, n: int, d: int, queue) -> None:
         elapsed = time.perf_counter() - start
         product = _product_seconds(made[-1], AUTO_BLOCK_WIDTH)
     queue.put({"config": config, "cores": cores, "fit_s": elapsed, "solver": model.solver_,
-               "layout": made[-1].layout,
+               "layout": made[-1].layout, "tile_rows": len(made[-1].bounds),
                "passes": len(passes.seconds),
                "pass_s": statistics.median(passes.seconds) if passes.seconds else float("nan"),
                "product_s": product,
@@ -195,10 +196,10 @@ def _product_seconds(tiles, width: int) -> float:
     return min(_seconds(lambda: tiles.matmul(V)) for _ in range(7))
 
 
-def _run(config: str, n: int, d: int) -> dict:
+def _run(config: str, n: int, d: int, block_size: str | None = None) -> dict:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    child = context.Process(target=_child, args=(config, n, d, queue))
+    child = context.Process(target=_child, args=(config, n, d, block_size, queue))
     child.start()
     child.join()
     if child.exitcode != 0:
@@ -264,6 +265,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the configurations this many times, one round after another, "
                              "and report the medians of the per-round ratios")
+    parser.add_argument("--block-size", default=None,
+                        help="KernelPCA's block_size (memory of one tile), e.g. 100MB; "
+                             "default: KernelPCA's")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     print_environment(environment(), sys.argv)
@@ -275,7 +279,7 @@ def main() -> None:
     for number in range(1, args.rounds + 1):
         results = []
         for config in configs:  # each one printed as it ends: a run cut short still reports
-            results.append(_run(config, args.n, args.d))
+            results.append(_run(config, args.n, args.d, args.block_size))
             print(f"round {number}, {config}: " + json.dumps(
                 {k: v for k, v in results[-1].items() if k != "eigenvalues"}), flush=True)
         rounds.append(results)

@@ -393,15 +393,7 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         rule = self._component_rule()
         kernel = PrecomputedKernel(n) if self._precomputed else self._resolve_kernel(d)
         block_bytes = parse_size(self.block_size, "block_size", "KernelPCA")
-        if self.max_memory == "auto":
-            max_memory = int(psutil.virtual_memory().available // 2)
-            cache_memory = None  # asked of the cluster only if the randomized solver runs
-        else:
-            max_memory = cache_memory = parse_size(self.max_memory, "max_memory", "KernelPCA")
-        kernel_fits = n * n * Xd.dtype.itemsize <= max_memory
-        solver = resolve_solver(solver_name(self.solver), self.n_components, n, rule,
-                                kernel_fits=kernel_fits, max_memory=self.max_memory,
-                                owner="KernelPCA")
+        solver, cache_memory = self._solver_for(n, Xd.dtype.itemsize)
         logger.info("KernelPCA: %s solver on %d x %d, kernel %r", solver, n, d, kernel)
         run = run_solver(
             solver_options(self.solver, solver), kernel, Xd, rule,
@@ -417,6 +409,21 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         for options in (self.solver, self.preimage):
             if isinstance(options, SolverOptions):
                 options.validated("KernelPCA")
+
+    def _solver_for(self, n: int, itemsize: int) -> tuple[str, int | None]:
+        """Return the solver a fit on ``n`` samples runs, and the memory its kernel cache may take.
+
+        The cache's memory is ``None`` when ``max_memory="auto"``: the cluster is asked then,
+        only if the randomized solver runs.
+        """
+        if self.max_memory == "auto":
+            max_memory, cache_memory = int(psutil.virtual_memory().available // 2), None
+        else:
+            max_memory = cache_memory = parse_size(self.max_memory, "max_memory", "KernelPCA")
+        solver = resolve_solver(solver_name(self.solver), self.n_components, n,
+                                self._component_rule(), kernel_fits=n * n * itemsize <= max_memory,
+                                max_memory=self.max_memory, owner="KernelPCA")
+        return solver, cache_memory
 
     def _component_rule(self) -> ComponentRule:
         return ComponentRule.from_params(self.n_components, self.min_relative_eigenvalue,

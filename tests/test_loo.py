@@ -11,10 +11,12 @@ from dkpca import PCA, KernelPCA
 from dkpca.datasets import make_signal_in_noise, make_unbalanced_semicircles
 from dkpca.generalization import (
     Renormalizer,
+    _kernel_folds,
     loo_projections,
     loocv_renormalization,
     orthogonal_residuals,
 )
+from dkpca.generalization._kernel_folds import kernel_folds
 from dkpca.kernels import RBF
 from dkpca.options import Nystrom
 
@@ -48,6 +50,54 @@ def test_exact_loo_equals_a_serial_loop_of_refits(make):
                                 random_state=1)  # distinct components: alignment is clear
     full, expected = _brute_force(make, X)
     np.testing.assert_allclose(loo_projections(full, X), expected, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_points", [25, 60])
+def test_exact_kernel_pca_folds_from_one_kernel_equal_refits(n_points):
+    """25 points: each fold runs the dense eigh; 60: block Krylov from the full eigenvectors."""
+    X, _ = make_signal_in_noise(n_points, 300, strengths=(2.0, 1.4, 1.0), noise=0.1,
+                                random_state=1)
+
+    def make():
+        return KernelPCA(3, kernel=RBF(c=30.0))
+
+    full, expected = _brute_force(make, X)
+    folds = kernel_folds(make(), X)
+    assert (folds.start is None) == (n_points == 25)
+    np.testing.assert_allclose(loo_projections(full, X), expected, rtol=1e-8, atol=1e-10)
+
+
+def test_a_fold_whose_krylov_iteration_stalls_is_solved_densely(monkeypatch):
+    X, _ = make_signal_in_noise(60, 300, strengths=(2.0, 1.4, 1.0), noise=0.1, random_state=1)
+    kp = KernelPCA(3, kernel=RBF(c=30.0)).fit(X)
+    krylov = loo_projections(kp, X)
+    monkeypatch.setattr(_kernel_folds, "FOLD_MAX_PASSES", 1)
+    dense = loo_projections(kp, X)
+    np.testing.assert_allclose(dense, krylov, rtol=1e-8, atol=1e-10)
+
+
+def test_shared_kernel_arrays_are_aligned_when_unpickled():
+    """A worker may unpickle an array at any byte; numpy then multiplies without BLAS."""
+    X = np.random.default_rng(0).normal(size=(40, 5))
+    folds = kernel_folds(KernelPCA(3), X)
+    raw = np.empty(folds.K.nbytes + 1, dtype=np.uint8)[1:]  # one byte off: misaligned
+    misaligned = raw.view(np.float64).reshape(folds.K.shape)
+    misaligned[...] = folds.K
+    assert not misaligned.flags.aligned
+    restored = _kernel_folds.KernelFolds.__new__(_kernel_folds.KernelFolds)
+    restored.__setstate__({**vars(folds), "K": misaligned})
+    assert restored.K.flags.aligned
+    np.testing.assert_array_equal(restored.scores(3), folds.scores(3))
+
+
+@pytest.mark.parametrize("model", [KernelPCA(3, solver="randomized"),
+                                   KernelPCA(3, kernel="precomputed"), PCA(3),
+                                   type("MyKernelPCA", (KernelPCA,), {})(3)],
+                         ids=["randomized", "precomputed", "linear", "subclass"])
+def test_only_exact_kernel_pca_refits_share_one_kernel(model):
+    X = np.random.default_rng(0).normal(size=(40, 5))
+    assert kernel_folds(model, X) is None
+    assert kernel_folds(KernelPCA(3), X) is not None
 
 
 def test_refits_keep_the_full_models_number_of_components(four_signals):

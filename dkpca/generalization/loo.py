@@ -5,10 +5,14 @@ projections (variance inflation, the LOO paper §2–3). The leave-one-out proje
 (its projection on a model fitted without it) behaves like a test projection, so it measures
 the inflation and calibrates the cure (:class:`~dkpca.generalization.Renormalizer`).
 
-- ``method="exact"``: ``N`` refits on the ``N - 1``-point subsets, one independent Dask task
-  each; every refit's components are matched to the full-sample ones (order by the assignment
+- ``method="exact"``: ``N`` refits on the ``N - 1``-point subsets, run as independent Dask
+  tasks; every refit's components are matched to the full-sample ones (order by the assignment
   that maximises ``|correlation|`` of the two models' projections of all points, then sign), so
-  the returned columns are comparable with the full-sample scores.
+  the returned columns are comparable with the full-sample scores. A :class:`~dkpca.KernelPCA`
+  whose refits would use the exact solver is refitted from one evaluation of the ``N × N``
+  kernel (``dkpca.generalization._kernel_folds``): each fold solves its eigenproblem on a
+  slice of it, the same numbers as a refit without the refit's two kernel evaluations. Any
+  other estimator is cloned and refitted whole, one task per point.
 - ``method="approximate"``: one Gram-matrix inverse. The squared distance of ``x_n`` to the span
   of the other points is ``1 / (G⁻¹)_nn`` (``G = X Xᵀ``), and the residual itself is
   ``(G⁻¹ X)_n / (G⁻¹)_nn``. Kernel PCA with an RBF kernel ``exp(-r²/c)``: the full-sample
@@ -32,13 +36,20 @@ from sklearn.base import clone
 
 from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import check_is_fitted, check_random_state
-from dkpca.blocked import compute
+from dkpca.blocked import compute, scheduler_threads
+from dkpca.linalg import single_threaded_blas
+
+from ._kernel_folds import KernelFolds, kernel_folds
 
 __all__ = ["LoocvDecision", "loo_projections", "loocv_renormalization", "orthogonal_residuals"]
 
 logger = logging.getLogger(__name__)
 
 METHODS = ("exact", "approximate")
+
+#: Tasks per scheduler thread for folds that share one kernel (``_kernel_folds``): enough
+#: for balance, few enough that the scheduler's cost per task stays small beside the folds.
+FOLD_TASKS_PER_THREAD = 4
 
 
 def orthogonal_residuals(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +118,19 @@ def _loo_task(estimator: Any, X: np.ndarray, full_scores: np.ndarray, n: int,
     with dask.config.set(scheduler="sync"):  # a task runs its refit in place
         model.fit(X[keep])
         scores = np.asarray(model.transform(X))
+    return _matched_row(scores, full_scores, n)
+
+
+def _kernel_folds_task(folds: KernelFolds, full_scores: np.ndarray,
+                       points: np.ndarray) -> np.ndarray:
+    """Refit without each row of ``points`` from the shared kernel; their aligned projections."""
+    # one BLAS limit for the task: the folds' many small eigenproblems would each set one
+    with single_threaded_blas():
+        return np.stack([_matched_row(folds.scores(n), full_scores, n) for n in points])
+
+
+def _matched_row(scores: np.ndarray, full_scores: np.ndarray, n: int) -> np.ndarray:
+    """Row ``n`` of a refit's ``scores``, its components matched to ``full_scores``'."""
     k = full_scores.shape[1]
     if scores.shape[1] < k:
         raise ValueError(f"a leave-one-out refit found {scores.shape[1]} components, fewer than "
@@ -143,8 +167,9 @@ def loo_projections(
     X : (N, D) array-like
         The training data (in memory: the setting is ``N`` small, ``D`` large).
     method : {"exact", "approximate"}, default="exact"
-        ``"exact"``: ``N`` refits run as parallel Dask tasks; ``"approximate"``: one Gram
-        inverse (RBF kernel PCA or linear PCA).
+        ``"exact"``: ``N`` refits run as parallel Dask tasks (exact kernel PCA: from one
+        kernel matrix, several folds a task); ``"approximate"``: one Gram inverse (RBF kernel
+        PCA or linear PCA).
     random_state : int, Generator or None
         Seeds the refits' own randomness (one ``SeedSequence`` child per refit).
 
@@ -186,9 +211,18 @@ def loo_projections(
     _check_training_data(estimator, X, full_scores)
     if method == "approximate":
         return _approximate(estimator, X, full_scores)
+    template = _fixed_components(estimator, full_scores.shape[1])
+    shared_scores = dask.delayed(full_scores)
+    folds = kernel_folds(template, X)
+    if folds is not None:  # a fold takes milliseconds: a task runs several
+        shared_folds = dask.delayed(folds)
+        groups = np.array_split(np.arange(len(X)),
+                                min(len(X), FOLD_TASKS_PER_THREAD * scheduler_threads()))
+        tasks = [dask.delayed(_kernel_folds_task, pure=True)(shared_folds, shared_scores, points)
+                 for points in groups]
+        return np.concatenate(compute(*tasks))
     seeds = check_random_state(random_state).spawn(len(X))
-    shared_X, shared_scores = dask.delayed(X), dask.delayed(full_scores)
-    shared_estimator = dask.delayed(_fixed_components(estimator, full_scores.shape[1]))
+    shared_X, shared_estimator = dask.delayed(X), dask.delayed(template)
     tasks = [dask.delayed(_loo_task, pure=True)(shared_estimator, shared_X, shared_scores, n,
                                                 seed)
              for n, seed in enumerate(seeds)]

@@ -31,16 +31,8 @@ def basis_from_eigenpairs(
 
     Returns the basis and the kept eigenvectors (``n × k``, for ``fit_transform``).
     """
-    m = rule.select(eigenvalues, total_variance)
-    keep = positive_part(eigenvalues[:m], rule, owner, zero_ratio)
-    width = m if rule.keep_zero else keep
-    vectors = eigenvectors[:, :width]
-    # The eigenvectors are orthogonal to the ones vector in exact arithmetic; removing the
-    # rounding residue makes the single offset term the whole centring of new points.
-    kept = vectors[:, :keep]
-    values, coef = zero_padded(eigenvalues[:keep].astype(np.float64),
-                               (kept - kept.mean(axis=0)) / np.sqrt(eigenvalues[:keep]), width)
-    offset = row_means.astype(np.float64) @ coef
+    values, coef, offset, vectors = eigenpair_components(
+        eigenvalues, eigenvectors, row_means, total_variance, rule, owner, zero_ratio)
     basis = KernelBasis(
         kernel=kernel,
         basis=X,
@@ -52,6 +44,45 @@ def basis_from_eigenpairs(
         block_bytes=block_bytes,
     )
     return basis, vectors
+
+
+def eigenpair_components(
+    eigenvalues: np.ndarray,
+    eigenvectors: np.ndarray,
+    row_means: np.ndarray,
+    total_variance: float,
+    rule: ComponentRule,
+    owner: str,
+    zero_ratio: float = ZERO_RATIO,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Kept eigenvalues, ``coef``, ``offset`` and eigenvectors of a full-kernel decomposition.
+
+    What :class:`KernelBasis` needs to project (``scores = K(x, train) @ coef - offset``),
+    without the basis itself: exact leave-one-out refits project with kernel values they
+    already hold. ``total_variance`` is the centred kernel's trace (for a variance-fraction
+    rule).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkpca.solvers import ComponentRule
+    >>> values, coef, offset, vectors = eigenpair_components(
+    ...     np.array([4.0, 1.0]), np.array([[0.5, 0.5], [-0.5, 0.5]]), np.zeros(2), 5.0,
+    ...     ComponentRule(count=1), "Demo")
+    >>> values, coef.ravel()
+    (array([4.]), array([ 0.25, -0.25]))
+    """
+    m = rule.select(eigenvalues, total_variance)
+    keep = positive_part(eigenvalues[:m], rule, owner, zero_ratio)
+    width = m if rule.keep_zero else keep
+    vectors = eigenvectors[:, :width]
+    # The eigenvectors are orthogonal to the ones vector in exact arithmetic; removing the
+    # rounding residue makes the single offset term the whole centring of new points.
+    kept = vectors[:, :keep]
+    values, coef = zero_padded(eigenvalues[:keep].astype(np.float64),
+                               (kept - kept.mean(axis=0)) / np.sqrt(eigenvalues[:keep]), width)
+    offset = row_means.astype(np.float64) @ coef
+    return values, coef, offset, vectors
 
 
 def _all_finite(block: Any) -> np.ndarray:

@@ -15,7 +15,7 @@ from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel
 from ._components import FLOAT32_ZERO_RATIO, ZERO_RATIO, ComponentRule
 
-__all__ = ["fit_exact"]
+__all__ = ["centred_top_eigh", "fit_exact"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,24 +70,37 @@ def fit_exact(
     (20, 2)
     """
     K, row_sums = gather_kernel(kernel, X, block_bytes=block_bytes)
+    check_finite_kernel(row_sums / K.shape[0], X, owner)
+    logger.info("exact eigendecomposition of a %d x %d kernel", *K.shape)
+    zero_ratio = FLOAT32_ZERO_RATIO if K.dtype == np.float32 else ZERO_RATIO
+    decomposition = centred_top_eigh(K, row_sums, rule)
+    del K
+    return basis_from_eigenpairs(kernel, X if basis_data is None else basis_data,
+                                 *decomposition, rule, block_bytes, owner, zero_ratio)
+
+
+def centred_top_eigh(
+    K: np.ndarray, row_sums: np.ndarray, rule: ComponentRule
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Centre the training kernel ``K`` in place and return the eigenpairs ``rule`` needs.
+
+    ``K``'s upper triangle is read (and destroyed: it is LAPACK's workspace); ``row_sums`` is
+    ``K @ 1``. Returns ``(eigenvalues, eigenvectors, row_means, total_variance)``, the
+    eigenvalues descending and the total the centred kernel's trace: the arguments that
+    :func:`~dkpca.solvers._common.basis_from_eigenpairs` takes after the data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]])
+    >>> values, vectors, means, total = centred_top_eigh(K.copy(), K.sum(axis=1),
+    ...                                                  ComponentRule(count=1))
+    >>> values.round(6), round(total, 6)
+    (array([2.]), 2.666667)
+    """
     row_means = row_sums / K.shape[0]
-    check_finite_kernel(row_means, X, owner)
     center_kernel_inplace(K, row_means, float(row_means.mean()))
     total = float(np.trace(K, dtype=np.float64))
     k = None if rule.needs_full_spectrum else rule.count
-    logger.info("exact eigendecomposition of a %d x %d kernel", *K.shape)
-    zero_ratio = FLOAT32_ZERO_RATIO if K.dtype == np.float32 else ZERO_RATIO
     eigenvalues, eigenvectors = top_eigh(K, k, overwrite=True)
-    del K
-    return basis_from_eigenpairs(
-        kernel,
-        X if basis_data is None else basis_data,
-        eigenvalues,
-        eigenvectors,
-        row_means,
-        total,
-        rule,
-        block_bytes,
-        owner,
-        zero_ratio,
-    )
+    return eigenvalues, eigenvectors, row_means, total
