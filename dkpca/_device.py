@@ -28,6 +28,7 @@ from dask.sizeof import sizeof
 __all__ = [
     "DEVICES",
     "DeviceUnavailableError",
+    "aligned_operand",
     "array_module",
     "astype",
     "c_float64",
@@ -162,6 +163,30 @@ def c_float64(x: Any) -> Any:
     if hasattr(xp, "ascontiguousarray"):
         return xp.ascontiguousarray(x, dtype=np.float64)
     return astype(x, xp.float64)
+
+
+def aligned_operand(a: np.ndarray, dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """Return ``a`` as an aligned C-contiguous numpy array of ``dtype``, copied only if it is not one.
+
+    An array unpickled in a worker process can start at any byte of its message, and numpy
+    multiplies a large misaligned operand slowly: a misaligned 500 × 500 kernel times a
+    500 × 15 block took 2.2 ms against 0.48 ms aligned (a small misaligned operand beside a
+    large aligned one cost nothing measurable).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> raw = np.zeros(8 * 6 + 1, dtype=np.uint8)[1:]  # one byte off
+    >>> a = raw.view(np.float64).reshape(2, 3)
+    >>> a.flags.aligned, aligned_operand(a).flags.aligned
+    (False, True)
+    >>> b = np.ones((2, 3))
+    >>> aligned_operand(b) is b
+    True
+    """
+    if a.dtype == dtype and a.flags.aligned and a.flags.c_contiguous:
+        return a
+    return np.array(a, dtype=dtype, order="C")
 
 
 def namespace_dtype(xp: ModuleType, dtype: Any) -> Any:

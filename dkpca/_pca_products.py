@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import numpy as np
 import scipy.sparse
 
+from ._device import aligned_operand
 from .linalg import FLOAT32_MIN_TOL, single_threaded_blas
 
-__all__ = ["SLAB_BYTES", "aligned_operand", "centred_rtimes", "centred_slabs", "centred_times",
-           "product_dtype", "slab_rows"]
+__all__ = ["SLAB_BYTES", "centred_rtimes", "centred_slabs", "centred_times", "product_dtype",
+           "slab_rows"]
 
 #: Bytes of one slab of a dense block (a few fit the processor's cache at once).
 SLAB_BYTES = 2**20
@@ -41,17 +42,6 @@ def centred_slabs(block: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, 
         slab = buffer[: rows.stop - start]
         np.subtract(block[rows], mean, out=slab)
         yield rows, slab
-
-
-def aligned_operand(a: np.ndarray, dtype: np.dtype | type = np.float64) -> np.ndarray:
-    """Return ``a`` as an aligned C-contiguous array of ``dtype``, copied only if it is not one.
-
-    An array unpickled from a scheduler's message can sit unaligned in its frame; numpy's
-    matmul then copies it in every call, once per slab.
-    """
-    if a.dtype == dtype and a.flags.aligned and a.flags.c_contiguous:
-        return a
-    return np.array(a, dtype=dtype, order="C")
 
 
 def product_dtype(X_dtype: np.dtype, tol: float) -> np.dtype:

@@ -37,7 +37,8 @@ from dask.local import get_sync
 from dask.sizeof import sizeof
 
 from ._cluster_workers import cluster_workers
-from ._pca_products import aligned_operand, centred_rtimes, centred_times
+from ._device import aligned_operand
+from ._pca_products import centred_rtimes, centred_times
 from ._tile_holders import active_client
 from .blocked import scheduler_threads
 

@@ -25,6 +25,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from dkpca._device import aligned_operand
 from dkpca._estimator import parse_size
 from dkpca.blocked import gather_kernel
 from dkpca.kernels import Kernel
@@ -64,11 +65,10 @@ class KernelFolds:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled on a worker, an array may start at any byte of the message, and numpy
-        # multiplies a misaligned array without BLAS: a fold's products ran 4.5 times slower.
+        # multiplies a large misaligned one slowly: a fold's products ran 4.5 times slower.
         for name, value in state.items():
-            aligned = np.require(value, requirements="A") if isinstance(value, np.ndarray) \
-                else value
-            object.__setattr__(self, name, aligned)
+            object.__setattr__(self, name, aligned_operand(value, value.dtype)
+                               if isinstance(value, np.ndarray) else value)
 
     def scores(self, n: int) -> np.ndarray:
         """All ``N`` points' scores on the exact kernel PCA of the points other than ``n``.

@@ -4,7 +4,7 @@ from ._basis import KernelBasis
 from ._components import ComponentRule
 from ._landmarks import SAMPLINGS, select_landmarks
 from ._sketches import Sketch
-from .exact import fit_exact
+from .exact import centred_top_eigh, fit_exact
 from .fixed_size import SELECTIONS, FixedSizeResult, select_fixed_size
 from .icf import IncompleteCholesky, incomplete_cholesky
 from .nystrom import as_landmarks, fit_nystrom, landmark_statistics, nystrom_basis
@@ -20,6 +20,7 @@ __all__ = [
     "KernelBasis",
     "Sketch",
     "as_landmarks",
+    "centred_top_eigh",
     "fit_exact",
     "fit_nystrom",
     "fit_pca_sketch",
