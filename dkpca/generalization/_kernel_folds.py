@@ -27,7 +27,7 @@ import numpy as np
 
 from dkpca._device import aligned_operand
 from dkpca._estimator import parse_size
-from dkpca.blocked import gather_kernel
+from dkpca.blocked import center_columns, center_kernel_inplace, gather_kernel
 from dkpca.kernels import Kernel
 from dkpca.linalg import block_krylov_eigh, top_eigh
 from dkpca.solvers import ComponentRule
@@ -115,7 +115,8 @@ class KernelFolds:
             padded = np.zeros((m + 1, V.shape[1]))
             padded[keep] = V - V.mean(axis=0)
             product = (K @ padded)[keep]
-            return product - product.mean(axis=0)
+            center_columns(product)
+            return product
 
         found = block_krylov_eigh(centred_product, self.start[keep], self.rule.count,
                                   tol=FOLD_TOL, max_iter=FOLD_MAX_PASSES)
@@ -161,10 +162,10 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
     _mirror_upper(K)
     rule = estimator._component_rule()
     logger.info("leave-one-out: %d exact refits from one %d x %d kernel", n, n, n)
-    return KernelFolds(K, K.sum(axis=1), kernel, rule, _start_block(K, rule))
+    return KernelFolds(K, row_sums, kernel, rule, _start_block(K, row_sums, rule))
 
 
-def _start_block(K: np.ndarray, rule: ComponentRule) -> np.ndarray | None:
+def _start_block(K: np.ndarray, row_sums: np.ndarray, rule: ComponentRule) -> np.ndarray | None:
     """Return the centred ``K``'s leading eigenvectors, which start the folds' Krylov iterations.
 
     ``2 k + 5`` of them (``k`` components): the extra directions make each fold converge in a
@@ -177,8 +178,8 @@ def _start_block(K: np.ndarray, rule: ComponentRule) -> np.ndarray | None:
     width = 2 * rule.count + 5
     if 4 * width >= n:
         return None
-    row_means = K.mean(axis=1)
-    centred = K - row_means - row_means[:, None] + row_means.mean()
+    centred, row_means = K.copy(), row_sums / n
+    center_kernel_inplace(centred, row_means, float(row_means.mean()))
     return top_eigh(centred, width, overwrite=True)[1]
 
 
