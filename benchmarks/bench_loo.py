@@ -10,7 +10,8 @@ inverse, in the client process) is timed beside each, and once more in this proc
 BLAS limited to 1 thread and no cluster. The exact projections are then timed on dask's
 threaded scheduler, on 1 and 2 threads, in this process. For this model (exact solver) the
 refits share one kernel matrix, evaluated in the call (``dkpca.generalization._kernel_folds``):
-a task is one fold's eigenproblem and projection, no kernel evaluation.
+a task is a group of folds' eigenproblems (solved together, a stack at a time) and
+projections, no kernel evaluation.
 
 Plain references, in this process without dask tasks (BLAS 1 thread, dask's sync scheduler):
 

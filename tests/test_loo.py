@@ -19,6 +19,7 @@ from dkpca.generalization import (
 from dkpca.generalization._kernel_folds import kernel_folds
 from dkpca.kernels import RBF
 from dkpca.options import Nystrom
+from dkpca.solvers import centred_top_eigh
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,52 @@ def test_a_fold_whose_krylov_iteration_stalls_is_solved_densely(monkeypatch):
     monkeypatch.setattr(_kernel_folds, "FOLD_MAX_PASSES", 1)
     dense = loo_projections(kp, X)
     np.testing.assert_allclose(dense, krylov, rtol=1e-8, atol=1e-10)
+
+
+def _dense_fold(folds, n):
+    """Fold ``n``'s eigenpairs by the exact solver's dense eigh: the reference."""
+    keep = np.arange(len(folds.K)) != n
+    fold_sums = folds.row_sums[keep] - folds.K[keep, n]
+    return centred_top_eigh(folds.K[np.ix_(keep, keep)], fold_sums, folds.rule)[:2]
+
+
+@pytest.mark.parametrize("kernel, k", [(RBF(c=30.0), 3), ("linear", 2)],
+                         ids=["rbf", "linear-rank-3"])
+def test_folds_iterating_together_find_each_folds_own_eigenpairs(monkeypatch, kernel, k):
+    """Every fold of a stack against its own dense eigh, while folds leave the stack.
+
+    The linear kernel of 3-dimensional data has rank 3: its folds end on an invariant space.
+    """
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 3)) * [3.0, 2.0, 1.0] if kernel == "linear" else \
+        make_signal_in_noise(120, 300, strengths=(2.0, 1.4, 1.0), noise=0.1, random_state=1)[0]
+    folds = kernel_folds(KernelPCA(k, kernel=kernel), X)
+    held = []
+    products = _kernel_folds._centred_products
+    monkeypatch.setattr(_kernel_folds, "_centred_products",
+                        lambda K, blocks, left_out: (held.append(len(blocks)),
+                                                     products(K, blocks, left_out))[1])
+    points = np.arange(0, 120, 4)
+    found = _kernel_folds._krylov_folds(folds.K, folds.start, points, k)
+    assert all(pairs is not None for pairs in found)
+    if kernel != "linear":
+        assert held[0] == len(points) > held[-1] > 0  # folds converge at different passes
+    for n, (values, vectors) in zip(points, found, strict=True):
+        want_values, want_vectors = _dense_fold(folds, n)
+        np.testing.assert_allclose(values, want_values[:k], rtol=1e-10)
+        assert vectors[n].tolist() == [0.0] * k
+        overlap = np.abs(np.delete(vectors, n, axis=0).T @ want_vectors[:, :k])
+        np.testing.assert_allclose(np.diag(overlap), 1.0, atol=1e-9)
+
+
+def test_folds_give_the_same_scores_in_stacks_of_any_size(monkeypatch):
+    X, _ = make_signal_in_noise(80, 300, strengths=(2.0, 1.4, 1.0), noise=0.1, random_state=2)
+    folds = kernel_folds(KernelPCA(3, kernel=RBF(c=30.0)), X)
+    points = [5, 17, 40, 79]
+    together = folds.fold_scores(points)
+    monkeypatch.setattr(_kernel_folds, "FOLD_BATCH_BYTES", 1)  # one fold a stack
+    for n, scores in zip(points, together, strict=True):
+        np.testing.assert_allclose(np.abs(folds.scores(n)), np.abs(scores), atol=1e-11)
 
 
 def test_shared_kernel_arrays_are_aligned_when_unpickled():

@@ -5,21 +5,25 @@ kernel of those points, centres it, solves its eigenproblem, then evaluates the 
 project all ``N`` points. Both kernels are parts of the full ``N × N`` matrix: rows and columns
 without ``n`` for the fit, the columns without ``n`` for the projection. When the refit would
 use the exact solver (the default up to 2,000 points), the matrix is evaluated
-once here and every fold slices it, then runs the exact solver's own steps
-(:func:`~dkpca.solvers.exact.centred_top_eigh`,
-:func:`~dkpca.solvers._common.eigenpair_components`). The ``N`` refits cost ``N`` eigenproblems
-and no kernel evaluation: in the LOO paper's setting (``N`` small, ``D`` large) the kernel is
-most of a refit.
+once here and every fold works on it. The ``N`` refits cost ``N`` eigenproblems and no kernel
+evaluation: in the LOO paper's setting (``N`` small, ``D`` large) the kernel is most of a
+refit. The folds' eigenproblems are solved together, a stack of folds at a time, by block
+Krylov iteration started from the full kernel's eigenvectors (:func:`_krylov_folds`), and
+their components come from the exact solver's own steps
+(:func:`~dkpca.solvers._common.eigenpair_components`; where the iteration does not apply or
+stalls, :func:`~dkpca.solvers.exact.centred_top_eigh`).
 
-The numbers are those of refitting: the same kernel (resolved from the estimator's parameters
-as a refit resolves it), the same centring, component rule and eigensolver; only the kernel's
-entries may differ in their last bits (one evaluation against one per refit).
+The numbers are those of refitting, to a relative eigenpair residual of :data:`FOLD_TOL`: the
+same kernel (resolved from the estimator's parameters as a refit resolves it), the same
+centring and component rule; the kernel's entries may differ in their last bits (one
+evaluation against one per refit).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import dask.array as da
@@ -27,9 +31,9 @@ import numpy as np
 
 from dkpca._device import aligned_operand
 from dkpca._estimator import parse_size
-from dkpca.blocked import center_columns, center_kernel_inplace, gather_kernel
+from dkpca.blocked import center_kernel_inplace, gather_kernel
 from dkpca.kernels import Kernel
-from dkpca.linalg import block_krylov_eigh, top_eigh
+from dkpca.linalg import flip_signs, top_eigh
 from dkpca.solvers import ComponentRule
 from dkpca.solvers._common import check_finite_kernel, eigenpair_components
 from dkpca.solvers._components import ZERO_RATIO
@@ -46,6 +50,15 @@ FOLD_TOL = 1e-12
 
 #: Most products with a fold's kernel before its dense eigensolver takes over.
 FOLD_MAX_PASSES = 30
+
+#: Most bytes the folds iterating together may reserve for their Krylov bases, images and
+#: projected matrices (pages are committed as the iteration fills them, a few passes' worth
+#: as a rule): 12 folds of 500 points a stack.
+FOLD_BATCH_BYTES = 64 * 2**20
+
+#: A block whose Gram matrix has an eigenvalue below this fraction of its largest is dependent
+#: on the basis (its Krylov space is, to working precision, invariant).
+DEPENDENT_GRAM = 1e-14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +86,7 @@ class KernelFolds:
     def scores(self, n: int) -> np.ndarray:
         """All ``N`` points' scores on the exact kernel PCA of the points other than ``n``.
 
-        The fold's kernel ``K_n`` (``K`` without row and column ``n``) is centred and its
-        leading eigenpairs found by block Krylov iteration from :attr:`start` (the full
-        kernel's eigenvectors without row ``n``, close to the fold's: only products with ``K``,
-        which release the GIL, and no copy of ``K_n``), to :data:`FOLD_TOL`; or, without a
-        start or when that iteration stalls, by the exact solver's dense ``eigh``.
+        One fold of :meth:`fold_scores`.
 
         Examples
         --------
@@ -90,43 +99,170 @@ class KernelFolds:
         >>> bool(np.allclose(np.abs(got), np.abs(want), atol=1e-10))
         True
         """
-        keep = np.arange(len(self.K)) != n
-        fold_sums = self.row_sums[keep] - self.K[keep, n]
-        found = self._krylov(n, keep)
-        if found is None:
-            fold = self.K[np.ix_(keep, keep)]
+        return self.fold_scores([n])[0]
+
+    def fold_scores(self, points: Sequence[int]) -> list[np.ndarray]:
+        """For each of ``points``, all ``N`` points' scores on the refit without it.
+
+        Each fold's kernel ``K_n`` (``K`` without row and column ``n``) is centred and its
+        leading eigenpairs found by block Krylov iteration from :attr:`start` (the full
+        kernel's eigenvectors without row ``n``, close to the fold's), to :data:`FOLD_TOL`.
+        The folds iterate together (:func:`_krylov_folds`): one product of ``K`` with all
+        their blocks a pass, and their small orthogonalisations and Rayleigh–Ritz problems
+        stacked, so a pass is a few large numpy calls that release the GIL instead of many
+        small ones that hold it. Without a start, or for a fold whose iteration stalls, the
+        exact solver's dense ``eigh``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dkpca import KernelPCA
+        >>> X = np.random.default_rng(0).normal(size=(40, 3))
+        >>> folds = kernel_folds(KernelPCA(2, kernel="rbf"), X)
+        >>> [s.shape for s in folds.fold_scores([0, 7])]
+        [(40, 2), (40, 2)]
+        """
+        points = np.asarray(points, dtype=np.intp)
+        found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(points)
+        if self.start is not None:
+            N, capacity = len(self.K), _capacity(len(self.K), self.start.shape[1])
+            batch = max(1, FOLD_BATCH_BYTES // (8 * capacity * (2 * N + capacity)))
+            for first in range(0, len(points), batch):
+                found[first:first + batch] = _krylov_folds(
+                    self.K, self.start, points[first:first + batch], self.rule.count)
+        return [self._scores(n, pairs) for n, pairs in zip(points, found, strict=True)]
+
+    def _scores(self, n: int, pairs: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """Fold ``n``'s scores from its eigenpairs (``None``: the dense solver finds them)."""
+        K, m = self.K, len(self.K) - 1
+        keep = np.arange(m + 1) != n
+        fold_sums = self.row_sums[keep] - K[keep, n]
+        if pairs is None:
+            logger.debug("leave-one-out fold %d: dense eigh", n)
+            fold = K[np.ix_(keep, keep)]
             decomposition = centred_top_eigh(fold, fold_sums, self.rule)
         else:
-            eigenvalues, eigenvectors, centred_trace = found
-            decomposition = (eigenvalues, eigenvectors, fold_sums / (len(self.K) - 1),
-                             centred_trace)
+            fold_sum = float(self.row_sums.sum()) - 2.0 * float(self.row_sums[n]) + float(K[n, n])
+            fold_trace = float(np.trace(K)) - float(K[n, n])
+            eigenvalues, eigenvectors = pairs
+            decomposition = (eigenvalues, eigenvectors[keep], fold_sums / m,
+                             fold_trace - fold_sum / m)  # the trace of H K_n H
         _, coef, offset, _ = eigenpair_components(*decomposition, self.rule, "KernelPCA",
                                                   ZERO_RATIO)
         # the row of the left-out point is zero: K @ coef is K[:, keep] @ coef without a copy
-        return self.K @ np.insert(coef, n, 0.0, axis=0) - offset
+        return K @ np.insert(coef, n, 0.0, axis=0) - offset
 
-    def _krylov(self, n: int, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """Eigenvalues, eigenvectors and trace of the centred ``K_n``; ``None``: not found."""
-        if self.start is None:
-            return None
-        K, m = self.K, len(self.K) - 1
 
-        def centred_product(V: np.ndarray) -> np.ndarray:  # H K_n H V, H = I - 11ᵀ/m
-            padded = np.zeros((m + 1, V.shape[1]))
-            padded[keep] = V - V.mean(axis=0)
-            product = (K @ padded)[keep]
-            center_columns(product)
-            return product
+def _krylov_folds(K: np.ndarray, start: np.ndarray, left_out: np.ndarray,
+                  k: int) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Find the ``k`` leading eigenpairs of ``H K_n H`` for every ``n`` in ``left_out``, together.
 
-        found = block_krylov_eigh(centred_product, self.start[keep], self.rule.count,
-                                  tol=FOLD_TOL, max_iter=FOLD_MAX_PASSES)
-        if not found.converged:
-            logger.debug("leave-one-out fold %d: Krylov residual %.2g after %d products; "
-                         "dense eigh instead", n, found.residual, found.n_passes)
-            return None
-        fold_sum = float(self.row_sums.sum()) - 2.0 * float(self.row_sums[n]) + float(K[n, n])
-        fold_trace = float(np.trace(K)) - float(K[n, n])
-        return found.eigenvalues, found.eigenvectors, fold_trace - fold_sum / m  # trace of HK_nH
+    Block Lanczos with full reorthogonalisation, as :func:`~dkpca.linalg.block_krylov_eigh`,
+    run on a stack of folds. A fold's vectors live in all ``N`` rows with a zero in its
+    left-out row, so every fold's product is a slice of one GEMM with ``K``. The basis is held
+    by rows (``(folds, columns, N)``) so that a pass commits only the pages it fills. After the
+    first pass a fold's new block keeps only a few directions (``K_n`` differs from ``K``,
+    whose eigenvectors start it, by a rank-two term): the next block is as wide as the most
+    any fold kept, the others padded with zero rows, which change neither products nor Ritz
+    pairs. A fold leaves the stack when its ``k`` residuals reach :data:`FOLD_TOL` or its new
+    block is empty (an invariant space, whose Ritz pairs are exact), with its eigenvalues
+    (descending) and eigenvectors (``(N, k)``, zero in row ``n``); or as ``None`` when the
+    basis would pass :data:`FOLD_MAX_PASSES` blocks or the fold's ``N - 1`` dimensions: the
+    dense solver takes it.
+    """
+    N, width = len(K), start.shape[1]
+    capacity = _capacity(N, width)
+    count = len(left_out)
+    basis, images = np.empty((count, capacity, N)), np.empty((count, capacity, N))
+    projected = np.empty((count, capacity, capacity))  # Qᵀ (H K_n H) Q, lower triangle
+    block = np.repeat(start.T[None], count, axis=0)
+    block[np.arange(count), :, left_out] = 0.0
+    basis[:, :width] = _orthonormal_rows(block, np.zeros(count))
+    found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * count
+    folds = np.arange(count)  # the fold each slot of the stack holds
+    low, high = 0, width
+    for n_pass in range(1, FOLD_MAX_PASSES + 1):
+        held = len(folds)
+        product = _centred_products(K, basis[:held, low:high], left_out[folds])
+        images[:held, low:high] = product
+        column = basis[:held, :high] @ product.transpose(0, 2, 1)  # (held, high, width)
+        projected[:held, :high, low:high] = column
+        projected[:held, low:high, :low] = column[:, :low].transpose(0, 2, 1)
+        theta, S = np.linalg.eigh(projected[:held, :high, :high], UPLO="L")
+        theta, ritz = theta[:, ::-1][:, :k], S[:, :, ::-1][:, :, :k].transpose(0, 2, 1)
+        vectors = ritz @ basis[:held, :high]  # (held, k, N)
+        residual = np.linalg.norm(ritz @ images[:held, :high] - theta[..., None] * vectors,
+                                  axis=2).max(axis=1)
+        scale = np.maximum(np.abs(theta[:, 0]), np.finfo(float).tiny)
+        done = residual <= FOLD_TOL * scale
+        last = n_pass == FOLD_MAX_PASSES or high + width > capacity
+        if not last:  # the next block: this pass's images, orthogonal to the basis
+            block = _orthonormal_rows(product, 1e-12 * scale, basis[:held, :high],
+                                      column.transpose(0, 2, 1))
+            done |= ~block.any(axis=(1, 2))
+        for slot in np.flatnonzero(done):
+            found[folds[slot]] = (theta[slot].copy(), flip_signs(vectors[slot].T.copy()))
+        if last or done.all():
+            break
+        stay = np.flatnonzero(~done)
+        moved = stay != np.arange(len(stay))  # slots keep their order; later ones move up
+        for stack in (basis, images, projected):
+            stack[np.flatnonzero(moved), :high] = stack[stay[moved], :high]
+        folds, block = folds[stay], block[stay]
+        # each block's kept directions are its last rows (the Gram's largest eigenvalues)
+        grown = int(block.any(axis=2).sum(axis=1).max())
+        low, high = high, high + grown
+        basis[:len(folds), low:high] = block[:, block.shape[1] - grown:]
+    return found
+
+
+def _capacity(N: int, width: int) -> int:
+    """Return the most basis columns a fold's iteration may hold.
+
+    The basis, its images and ``Qᵀ C Q`` take ``8 · capacity · (2 N + capacity)`` bytes a fold.
+    """
+    return min(N - 1, FOLD_MAX_PASSES * width)
+
+
+def _centred_products(K: np.ndarray, blocks: np.ndarray, left_out: np.ndarray) -> np.ndarray:
+    """``H K_n H`` times each fold's block of rows ``(folds, width, N)``, in one GEMM with ``K``.
+
+    ``H`` centres over the ``N - 1`` rows a fold keeps; its left-out row stays zero.
+    """
+    rows, kept = np.arange(len(blocks)), K.shape[0] - 1
+    centred = blocks - blocks.sum(axis=2, keepdims=True) / kept
+    centred[rows, :, left_out] = 0.0
+    product = (centred.reshape(-1, K.shape[0]) @ K).reshape(centred.shape)  # K symmetric
+    product[rows, :, left_out] = 0.0
+    product -= product.sum(axis=2, keepdims=True) / kept
+    product[rows, :, left_out] = 0.0
+    return product
+
+
+def _orthonormal_rows(blocks: np.ndarray, thresholds: np.ndarray, basis: np.ndarray | None = None,
+                      coefficients: np.ndarray | None = None) -> np.ndarray:
+    """Each block's rows made orthonormal (and orthogonal to its ``basis`` rows) by SVQB.
+
+    Rows of norm at most their block's threshold, and directions of the rows' Gram matrix
+    below ``1e-14`` of its largest eigenvalue, are dependent and come back as zero rows. With
+    a ``basis``, the rows are orthogonalised against it before and again after the first
+    SVQB (Stathopoulos and Wu, as in :func:`~dkpca.linalg.block_krylov_eigh`);
+    ``coefficients``, if given, are the first projection's ``blocks @ basisᵀ``, already known.
+    """
+    for sweep in range(2):
+        if basis is not None:
+            if sweep or coefficients is None:
+                coefficients = blocks @ basis.transpose(0, 2, 1)
+            blocks = blocks - coefficients @ basis
+        norms = np.linalg.norm(blocks, axis=2, keepdims=True)
+        if sweep == 0:
+            norms[norms <= thresholds[:, None, None]] = np.inf
+        blocks = blocks / np.where(norms > 0.0, norms, np.inf)
+        lam, V = np.linalg.eigh(blocks @ blocks.transpose(0, 2, 1))
+        kept = lam > DEPENDENT_GRAM * np.maximum(lam[:, -1:], np.finfo(float).tiny)
+        blocks = (V * np.where(kept, 1.0 / np.sqrt(np.where(kept, lam, 1.0)), 0.0)[:, None, :]
+                  ).transpose(0, 2, 1) @ blocks
+    return blocks
 
 
 def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:

@@ -10,9 +10,9 @@ the inflation and calibrates the cure (:class:`~dkpca.generalization.Renormalize
   that maximises ``|correlation|`` of the two models' projections of all points, then sign), so
   the returned columns are comparable with the full-sample scores. A :class:`~dkpca.KernelPCA`
   whose refits would use the exact solver is refitted from one evaluation of the ``N × N``
-  kernel (``dkpca.generalization._kernel_folds``): each fold solves its eigenproblem on a
-  slice of it, the same numbers as a refit without the refit's two kernel evaluations. Any
-  other estimator is cloned and refitted whole, one task per point.
+  kernel (``dkpca.generalization._kernel_folds``): the folds solve their eigenproblems on it
+  together, a stack at a time, the same numbers as refits without the refits' two kernel
+  evaluations each. Any other estimator is cloned and refitted whole, one task per point.
 - ``method="approximate"``: one Gram-matrix inverse. The squared distance of ``x_n`` to the span
   of the other points is ``1 / (G⁻¹)_nn`` (``G = X Xᵀ``), and the residual itself is
   ``(G⁻¹ X)_n / (G⁻¹)_nn``. Kernel PCA with an RBF kernel ``exp(-r²/c)``: the full-sample
@@ -126,7 +126,8 @@ def _kernel_folds_task(folds: KernelFolds, full_scores: np.ndarray,
     """Refit without each row of ``points`` from the shared kernel; their aligned projections."""
     # one BLAS limit for the task: the folds' many small eigenproblems would each set one
     with single_threaded_blas():
-        return np.stack([_matched_row(folds.scores(n), full_scores, n) for n in points])
+        return np.stack([_matched_row(scores, full_scores, n)
+                         for n, scores in zip(points, folds.fold_scores(points), strict=True)])
 
 
 def _matched_row(scores: np.ndarray, full_scores: np.ndarray, n: int) -> np.ndarray:
