@@ -126,10 +126,14 @@ class KernelFolds:
         found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(points)
         if self.start is not None:
             N, capacity = len(self.K), _capacity(len(self.K), self.start.shape[1])
-            batch = max(1, FOLD_BATCH_BYTES // (8 * capacity * (2 * N + capacity)))
+            batch = min(len(points),
+                        max(1, FOLD_BATCH_BYTES // (8 * capacity * (2 * N + capacity))))
+            # one workspace for every stack: in a dask worker (whose allocator returns freed
+            # memory to the system at once) new stacks page-faulted 1.5-2 ms a fold back in
+            workspace = _workspace(batch, N, capacity)
             for first in range(0, len(points), batch):
                 found[first:first + batch] = _krylov_folds(
-                    self.K, self.start, points[first:first + batch], self.rule.count)
+                    self.K, self.start, points[first:first + batch], self.rule.count, workspace)
         return [self._scores(n, pairs) for n, pairs in zip(points, found, strict=True)]
 
     def _scores(self, n: int, pairs: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
@@ -153,8 +157,9 @@ class KernelFolds:
         return K @ np.insert(coef, n, 0.0, axis=0) - offset
 
 
-def _krylov_folds(K: np.ndarray, start: np.ndarray, left_out: np.ndarray,
-                  k: int) -> list[tuple[np.ndarray, np.ndarray] | None]:
+def _krylov_folds(K: np.ndarray, start: np.ndarray, left_out: np.ndarray, k: int,
+                  workspace: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                  ) -> list[tuple[np.ndarray, np.ndarray] | None]:
     """Find the ``k`` leading eigenpairs of ``H K_n H`` for every ``n`` in ``left_out``, together.
 
     Block Lanczos with full reorthogonalisation, as :func:`~dkpca.linalg.block_krylov_eigh`,
@@ -168,16 +173,16 @@ def _krylov_folds(K: np.ndarray, start: np.ndarray, left_out: np.ndarray,
     block is empty (an invariant space, whose Ritz pairs are exact), with its eigenvalues
     (descending) and eigenvectors (``(N, k)``, zero in row ``n``); or as ``None`` when the
     basis would pass :data:`FOLD_MAX_PASSES` blocks or the fold's ``N - 1`` dimensions: the
-    dense solver takes it.
+    dense solver takes it. ``workspace`` (:func:`_workspace`, at least ``len(left_out)`` folds
+    deep) holds the stacks to fill; new ones are allocated without it.
     """
     N, width = len(K), start.shape[1]
     capacity = _capacity(N, width)
     count = len(left_out)
-    basis, images = np.empty((count, capacity, N)), np.empty((count, capacity, N))
-    projected = np.empty((count, capacity, capacity))  # Qᵀ (H K_n H) Q, lower triangle
+    basis, images, projected = workspace or _workspace(count, N, capacity)  # projected: Qᵀ C Q
     block = np.repeat(start.T[None], count, axis=0)
     block[np.arange(count), :, left_out] = 0.0
-    basis[:, :width] = _orthonormal_rows(block, np.zeros(count))
+    basis[:count, :width] = _orthonormal_rows(block, np.zeros(count))
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * count
     folds = np.arange(count)  # the fold each slot of the stack holds
     low, high = 0, width
@@ -222,6 +227,12 @@ def _capacity(N: int, width: int) -> int:
     The basis, its images and ``Qᵀ C Q`` take ``8 · capacity · (2 N + capacity)`` bytes a fold.
     """
     return min(N - 1, FOLD_MAX_PASSES * width)
+
+
+def _workspace(count: int, N: int, capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return empty stacks of ``count`` folds' bases, images and projected matrices."""
+    return (np.empty((count, capacity, N)), np.empty((count, capacity, N)),
+            np.empty((count, capacity, capacity)))
 
 
 def _centred_products(K: np.ndarray, blocks: np.ndarray, left_out: np.ndarray) -> np.ndarray:
