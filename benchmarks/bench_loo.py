@@ -11,7 +11,8 @@ BLAS limited to 1 thread and no cluster. The exact projections are then timed on
 threaded scheduler, on 1 and 2 threads, in this process. For this model (exact solver) the
 refits share one kernel matrix, evaluated in the call (``dkpca.generalization._kernel_folds``):
 a task is a group of folds' eigenproblems (solved together, a stack at a time) and
-projections, no kernel evaluation.
+projections, no kernel evaluation. ``--model linear``: the same with ``PCA(5)`` (its exact
+refits share the Gram matrix ``X Xᵀ``, the linear kernel).
 
 Plain references, in this process without dask tasks (BLAS 1 thread, dask's sync scheduler):
 
@@ -35,6 +36,7 @@ Usage::
     python benchmarks/bench_loo.py                  # N = 500, D = 1000
     python benchmarks/bench_loo.py --quick          # N = 100, D = 300
     python benchmarks/bench_loo.py --n 200 --d 500 --json results/loo.json
+    python benchmarks/bench_loo.py --model linear   # PCA(5) instead of kernel PCA
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from distributed import Client, LocalCluster
 from scipy.spatial.distance import pdist
 from threadpoolctl import threadpool_limits
 
-from dkpca import KernelPCA
+from dkpca import PCA, KernelPCA
 from dkpca.datasets import make_unbalanced_semicircles
 from dkpca.generalization import loo_projections
 from dkpca.generalization.loo import _match
@@ -70,11 +72,15 @@ SNR = 500.0
 WARMUP_N = 20
 
 
-def _model(X: np.ndarray, c: float) -> KernelPCA:
+def _model(X: np.ndarray, c: float, kind: str) -> KernelPCA | PCA:
+    """The benchmarked model fitted on ``X``: RBF kernel PCA, or linear PCA (``c`` unused)."""
+    if kind == "linear":
+        return PCA(N_COMPONENTS).fit(X)
     return KernelPCA(N_COMPONENTS, kernel=RBF(c=c)).fit(X)
 
 
-def plain_loop(X: np.ndarray, c: float, full_scores: np.ndarray, aligned: bool) -> np.ndarray:
+def plain_loop(X: np.ndarray, c: float, full_scores: np.ndarray, aligned: bool,
+               kind: str) -> np.ndarray:
     """``N`` serial refits without dask tasks: the left-out point's projection ``(N, k)``.
 
     ``aligned``: transform every point and match components to ``full_scores`` (the work of
@@ -84,7 +90,7 @@ def plain_loop(X: np.ndarray, c: float, full_scores: np.ndarray, aligned: bool) 
     with threadpool_limits(1), dask.config.set(scheduler="sync"):
         for n in range(len(X)):
             keep = np.arange(len(X)) != n
-            model = _model(X[keep], c)
+            model = _model(X[keep], c, kind)
             if aligned:
                 scores = np.asarray(model.transform(X))
                 order, signs = _match(full_scores, scores)
@@ -94,7 +100,7 @@ def plain_loop(X: np.ndarray, c: float, full_scores: np.ndarray, aligned: bool) 
     return out
 
 
-def approximate_in_process(kp: KernelPCA, X: np.ndarray) -> np.ndarray:
+def approximate_in_process(kp: KernelPCA | PCA, X: np.ndarray) -> np.ndarray:
     """The approximate LOO projections with BLAS limited to 1 thread, no cluster."""
     with threadpool_limits(1), dask.config.set(scheduler="sync"):
         return loo_projections(kp, X, "approximate")
@@ -105,14 +111,14 @@ def _log(label: str, stats: dict[str, float]) -> None:
           file=sys.stderr, flush=True)
 
 
-def run(n: int, d: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run(n: int, d: int, kind: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Timing records per (workers, method), then the in-process ones; and the accuracy."""
     X, _ = make_unbalanced_semicircles(n, d, snr=SNR, random_state=0)
     c = C_FACTOR * float(np.median(pdist(X, "sqeuclidean")))
-    kp = _model(X, c)
+    kp = _model(X, c, kind)
     full_scores = np.asarray(kp.transform(X))
     warm_X = X[:WARMUP_N]
-    warm = _model(warm_X, C_FACTOR * float(np.median(pdist(warm_X, "sqeuclidean"))))
+    warm = _model(warm_X, C_FACTOR * float(np.median(pdist(warm_X, "sqeuclidean"))), kind)
     records: list[dict[str, Any]] = []
     exact: dict[int, np.ndarray] = {}
     approx = None
@@ -139,8 +145,8 @@ def run(n: int, d: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         exact[label] = res
     for label, func, args in [
         ("in-process", approximate_in_process, (kp, X)),
-        ("plain loop, left-out", plain_loop, (X, c, full_scores, False)),
-        ("plain loop, aligned", plain_loop, (X, c, full_scores, True)),
+        ("plain loop, left-out", plain_loop, (X, c, full_scores, False, kind)),
+        ("plain loop, aligned", plain_loop, (X, c, full_scores, True, kind)),
     ]:
         res, stats = timed_on_cluster(False, func, *args)
         method = "approximate" if label == "in-process" else "exact"
@@ -213,13 +219,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--d", type=int, default=1000, help="dimensions D")
     parser.add_argument("--quick", action="store_true", help="smoke test: N = 100, D = 300")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--model", choices=("rbf", "linear"), default="rbf",
+                        help="RBF kernel PCA (the default) or linear PCA")
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.d = 100, 300
     env = environment()
     print_environment(env, [sys.executable, *sys.argv])
-    records, accuracy = run(args.n, args.d)
-    print(f"## loo_projections: KernelPCA({N_COMPONENTS}, RBF(c={accuracy['c']:.4g})), "
+    records, accuracy = run(args.n, args.d, args.model)
+    model = (f"PCA({N_COMPONENTS})" if args.model == "linear" else
+             f"KernelPCA({N_COMPONENTS}, RBF(c={accuracy['c']:.4g}))")
+    print(f"## loo_projections: {model}, "
           f"make_unbalanced_semicircles({args.n}, {args.d}, snr={SNR:g})\n")
     print(table(records))
     print("\n### Approximate versus exact (1 worker) LOO projections\n")

@@ -138,13 +138,31 @@ def test_shared_kernel_arrays_are_aligned_when_unpickled():
 
 
 @pytest.mark.parametrize("model", [KernelPCA(3, solver="randomized"),
-                                   KernelPCA(3, kernel="precomputed"), PCA(3),
-                                   type("MyKernelPCA", (KernelPCA,), {})(3)],
-                         ids=["randomized", "precomputed", "linear", "subclass"])
-def test_only_exact_kernel_pca_refits_share_one_kernel(model):
+                                   KernelPCA(3, kernel="precomputed"),
+                                   PCA(3, solver="randomized"), PCA(3, solver="sketch"),
+                                   PCA(6), type("MyKernelPCA", (KernelPCA,), {})(3),
+                                   type("MyPCA", (PCA,), {})(3)],
+                         ids=["randomized", "precomputed", "pca-randomized", "pca-sketch",
+                              "pca-beyond-the-rank", "subclass", "pca-subclass"])
+def test_only_exact_refits_share_one_kernel(model):
+    """PCA(6) of 5 features: the sixth component has no variance, and refits complete it."""
     X = np.random.default_rng(0).normal(size=(40, 5))
     assert kernel_folds(model, X) is None
     assert kernel_folds(KernelPCA(3), X) is not None
+    assert kernel_folds(PCA(3), X) is not None
+
+
+@pytest.mark.parametrize("n_points", [25, 60])
+@pytest.mark.parametrize("whiten", [False, True])
+def test_linear_pca_folds_from_the_gram_matrix_equal_refits(n_points, whiten):
+    """25 points: dense folds; 60: Krylov. Wide data (gram solver) and tall (covariance)."""
+    X, _ = make_signal_in_noise(n_points, 300, strengths=(2.0, 1.4, 1.0), noise=0.1,
+                                random_state=1)
+    for data in (X, X[:, :8]):
+        full, expected = _brute_force(lambda: PCA(3, whiten=whiten), data)
+        assert kernel_folds(PCA(3, whiten=whiten), data) is not None
+        np.testing.assert_allclose(loo_projections(full, data), expected, rtol=1e-8,
+                                   atol=1e-10)
 
 
 def test_refits_keep_the_full_models_number_of_components(four_signals):

@@ -31,8 +31,8 @@ import numpy as np
 
 from dkpca._device import aligned_operand
 from dkpca._estimator import parse_size
-from dkpca.blocked import center_kernel_inplace, gather_kernel
-from dkpca.kernels import Kernel
+from dkpca.blocked import DEFAULT_BLOCK_BYTES, center_kernel_inplace, gather_kernel
+from dkpca.kernels import Kernel, Linear
 from dkpca.linalg import flip_signs, top_eigh
 from dkpca.solvers import ComponentRule
 from dkpca.solvers._common import check_finite_kernel, eigenpair_components
@@ -40,6 +40,9 @@ from dkpca.solvers._components import ZERO_RATIO
 from dkpca.solvers.exact import centred_top_eigh
 
 __all__ = ["KernelFolds", "kernel_folds"]
+
+#: Linear PCA's solvers whose refits the folds reproduce (the others are approximate).
+EXACT_PCA = ("covariance", "gram")
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +71,9 @@ class KernelFolds:
     ``K`` is the whole symmetric ``N × N`` training kernel (not centred), ``row_sums`` its
     ``K @ 1``; ``start`` holds the leading eigenvectors of the centred ``K`` that start each
     fold's block Krylov iteration, or is ``None`` when every fold runs the dense eigensolver.
+    ``whiten``: scale each fold's scores to unit variance over its points, as linear PCA's
+    ``whiten`` does (its ``explained_variance_`` is the centred Gram's eigenvalue over
+    ``N - 2``).
     """
 
     K: np.ndarray
@@ -75,6 +81,7 @@ class KernelFolds:
     kernel: Kernel
     rule: ComponentRule
     start: np.ndarray | None
+    whiten: bool = False
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled on a worker, an array may start at any byte of the message, and numpy
@@ -151,10 +158,13 @@ class KernelFolds:
             eigenvalues, eigenvectors = pairs
             decomposition = (eigenvalues, eigenvectors[keep], fold_sums / m,
                              fold_trace - fold_sum / m)  # the trace of H K_n H
-        _, coef, offset, _ = eigenpair_components(*decomposition, self.rule, "KernelPCA",
-                                                  ZERO_RATIO)
+        values, coef, offset, _ = eigenpair_components(*decomposition, self.rule, "KernelPCA",
+                                                       ZERO_RATIO)
         # the row of the left-out point is zero: K @ coef is K[:, keep] @ coef without a copy
-        return K @ np.insert(coef, n, 0.0, axis=0) - offset
+        scores = K @ np.insert(coef, n, 0.0, axis=0) - offset
+        if self.whiten:
+            scores /= np.maximum(np.sqrt(values / (m - 1)), np.finfo(np.float64).eps)
+        return scores
 
 
 def _krylov_folds(K: np.ndarray, start: np.ndarray, left_out: np.ndarray, k: int,
@@ -280,40 +290,56 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
     """Return the shared kernel for exact leave-one-out refits of ``estimator`` on ``X``, or None.
 
     ``estimator`` is the unfitted template every refit clones (its component count fixed).
-    Returns ``None`` (refit each fold as a whole) unless it is a :class:`~dkpca.KernelPCA`,
-    not a subclass, on an input-space kernel, whose fit on ``N - 1`` of the ``(N, D)``
-    float64 rows ``X`` would run the exact solver.
+    Returns ``None`` (refit each fold as a whole) unless it is, not as a subclass, either a
+    :class:`~dkpca.KernelPCA` on an input-space kernel whose fit on ``N - 1`` of the
+    ``(N, D)`` float64 rows ``X`` would run the exact solver, or a :class:`~dkpca.PCA` whose
+    fit would run an exact solver (covariance or Gram), with its ``k`` components clear of
+    zero variance on every fold: its folds are kernel PCA's with the linear kernel (the Gram
+    matrix), whose scores are PCA's.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from dkpca import KernelPCA
+    >>> from dkpca import PCA, KernelPCA
     >>> X = np.random.default_rng(0).normal(size=(20, 3))
     >>> kernel_folds(KernelPCA(2), X).K.shape
     (20, 20)
+    >>> kernel_folds(PCA(2, whiten=True), X).whiten
+    True
     >>> kernel_folds(KernelPCA(2, solver="randomized"), X) is None
     True
     """
     from dkpca.decomposition import KernelPCA
+    from dkpca.linear import PCA
 
-    if type(estimator) is not KernelPCA or estimator._precomputed:
-        return None
     n, d = X.shape
-    if estimator._solver_for(n - 1, X.dtype.itemsize)[0] != "exact":
+    if type(estimator) is PCA:
+        if estimator._choose_solver(n - 1, d, estimator.n_components, False) not in EXACT_PCA:
+            return None
+        kernel, block_bytes = Linear(), DEFAULT_BLOCK_BYTES
+        rule = ComponentRule(count=int(estimator.n_components))
+    elif (type(estimator) is KernelPCA and not estimator._precomputed
+          and estimator._solver_for(n - 1, X.dtype.itemsize)[0] == "exact"):
+        kernel = estimator._resolve_kernel(d)
+        block_bytes = parse_size(estimator.block_size, "block_size", "KernelPCA")
+        rule = estimator._component_rule()
+    else:
         return None
-    kernel = estimator._resolve_kernel(d)
-    block_bytes = parse_size(estimator.block_size, "block_size", "KernelPCA")
     data = da.from_array(X, chunks=(-1, -1))
     K, row_sums = gather_kernel(kernel, data, block_bytes=block_bytes)
-    check_finite_kernel(row_sums / n, data, "KernelPCA")
+    check_finite_kernel(row_sums / n, data, type(estimator).__name__)
     _mirror_upper(K)
-    rule = estimator._component_rule()
+    start = _start_block(K, row_sums, rule)
+    if type(estimator) is PCA and not _clear_of_zero(K, row_sums, rule.count, start):
+        return None
     logger.info("leave-one-out: %d exact refits from one %d x %d kernel", n, n, n)
-    return KernelFolds(K, row_sums, kernel, rule, _start_block(K, row_sums, rule))
+    return KernelFolds(K, row_sums, kernel, rule, None if start is None else start[1],
+                       whiten=type(estimator) is PCA and estimator.whiten)
 
 
-def _start_block(K: np.ndarray, row_sums: np.ndarray, rule: ComponentRule) -> np.ndarray | None:
-    """Return the centred ``K``'s leading eigenvectors, which start the folds' Krylov iterations.
+def _start_block(K: np.ndarray, row_sums: np.ndarray,
+                 rule: ComponentRule) -> tuple[np.ndarray, np.ndarray] | None:
+    """Return the centred ``K``'s leading eigenpairs, whose vectors start the folds' iterations.
 
     ``2 k + 5`` of them (``k`` components): the extra directions make each fold converge in a
     few products. ``None`` when that is a quarter of the points or more (or a rule needs the
@@ -325,9 +351,29 @@ def _start_block(K: np.ndarray, row_sums: np.ndarray, rule: ComponentRule) -> np
     width = 2 * rule.count + 5
     if 4 * width >= n:
         return None
-    centred, row_means = K.copy(), row_sums / n
+    return top_eigh(_centred(K, row_sums), width, overwrite=True)
+
+
+def _clear_of_zero(K: np.ndarray, row_sums: np.ndarray, k: int,
+                   start: tuple[np.ndarray, np.ndarray] | None) -> bool:
+    """Whether every fold's ``k`` leading centred eigenvalues are clearly positive.
+
+    A fold's scatter is the full one less a rank-one term, so its ``k``-th eigenvalue is at
+    least the full ``(k + 1)``-th (interlacing). Below that, a PCA refit would complete its
+    basis with arbitrary directions that no kernel fold reproduces.
+    """
+    if k + 2 > len(K):
+        return False
+    values = start[0] if start is not None else top_eigh(_centred(K, row_sums), k + 1,
+                                                         overwrite=True)[0]
+    return bool(values[k] > ZERO_RATIO * max(float(values[0]), 0.0) > 0.0)
+
+
+def _centred(K: np.ndarray, row_sums: np.ndarray) -> np.ndarray:
+    """Return a centred copy of ``K``."""
+    centred, row_means = K.copy(), row_sums / len(K)
     center_kernel_inplace(centred, row_means, float(row_means.mean()))
-    return top_eigh(centred, width, overwrite=True)[1]
+    return centred
 
 
 def _mirror_upper(K: np.ndarray) -> None:
