@@ -1,4 +1,4 @@
-"""Exact leave-one-out refits of exact kernel PCA, from one kernel matrix.
+"""Exact leave-one-out refits of exact kernel PCA and linear PCA, from one kernel matrix.
 
 A refit of :class:`~dkpca.KernelPCA` on the ``N - 1`` points without ``x_n`` evaluates the
 kernel of those points, centres it, solves its eigenproblem, then evaluates the kernel again to
@@ -12,6 +12,10 @@ Krylov iteration started from the full kernel's eigenvectors (:func:`_krylov_fol
 their components come from the exact solver's own steps
 (:func:`~dkpca.solvers._common.eigenpair_components`; where the iteration does not apply or
 stalls, :func:`~dkpca.solvers.exact.centred_top_eigh`).
+
+Linear PCA's exact refits are the same folds of its Gram matrix ``X Xᵀ``, the linear
+kernel: a kernel PCA score there is the PCA score ``(x - mean) · v`` of the same fold (whitened
+as PCA whitens when it does).
 
 The numbers are those of refitting, to a relative eigenpair residual of :data:`FOLD_TOL`: the
 same kernel (resolved from the estimator's parameters as a refit resolves it), the same

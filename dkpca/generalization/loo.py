@@ -12,7 +12,9 @@ the inflation and calibrates the cure (:class:`~dkpca.generalization.Renormalize
   whose refits would use the exact solver is refitted from one evaluation of the ``N × N``
   kernel (``dkpca.generalization._kernel_folds``): the folds solve their eigenproblems on it
   together, a stack at a time, the same numbers as refits without the refits' two kernel
-  evaluations each. Any other estimator is cloned and refitted whole, one task per point.
+  evaluations each. A :class:`~dkpca.PCA` whose refits would use an exact solver is refitted
+  the same way from its Gram matrix ``X Xᵀ`` (the linear kernel; kernel PCA's scores there
+  are PCA's). Any other estimator is cloned and refitted whole, one task per point.
 - ``method="approximate"``: one Gram-matrix inverse. The squared distance of ``x_n`` to the span
   of the other points is ``1 / (G⁻¹)_nn`` (``G = X Xᵀ``), and the residual itself is
   ``(G⁻¹ X)_n / (G⁻¹)_nn``. Kernel PCA with an RBF kernel ``exp(-r²/c)``: the full-sample
