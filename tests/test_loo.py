@@ -140,12 +140,17 @@ def test_shared_kernel_arrays_are_aligned_when_unpickled():
 @pytest.mark.parametrize("model", [KernelPCA(3, solver="randomized"),
                                    KernelPCA(3, kernel="precomputed"),
                                    PCA(3, solver="randomized"), PCA(3, solver="sketch"),
-                                   PCA(6), type("MyKernelPCA", (KernelPCA,), {})(3),
+                                   PCA(6), PCA(3, memory_budget=8 * 40 * 40 - 1),
+                                   type("MyKernelPCA", (KernelPCA,), {})(3),
                                    type("MyPCA", (PCA,), {})(3)],
                          ids=["randomized", "precomputed", "pca-randomized", "pca-sketch",
-                              "pca-beyond-the-rank", "subclass", "pca-subclass"])
+                              "pca-beyond-the-rank", "pca-gram-over-budget", "subclass",
+                              "pca-subclass"])
 def test_only_exact_refits_share_one_kernel(model):
-    """PCA(6) of 5 features: the sixth component has no variance, and refits complete it."""
+    """PCA(6) of 5 features: the sixth component has no variance, and refits complete it.
+
+    A tall PCA's refits use the covariance solver: its Gram matrix must fit the budget.
+    """
     X = np.random.default_rng(0).normal(size=(40, 5))
     assert kernel_folds(model, X) is None
     assert kernel_folds(KernelPCA(3), X) is not None

@@ -297,9 +297,10 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
     Returns ``None`` (refit each fold as a whole) unless it is, not as a subclass, either a
     :class:`~dkpca.KernelPCA` on an input-space kernel whose fit on ``N - 1`` of the
     ``(N, D)`` float64 rows ``X`` would run the exact solver, or a :class:`~dkpca.PCA` whose
-    fit would run an exact solver (covariance or Gram), with its ``k`` components clear of
-    zero variance on every fold: its folds are kernel PCA's with the linear kernel (the Gram
-    matrix), whose scores are PCA's.
+    fit would run an exact solver (covariance or Gram), whose ``N × N`` Gram matrix fits its
+    ``memory_budget``, and whose ``k`` components are clear of zero variance on every fold:
+    its folds are kernel PCA's with the linear kernel (the Gram matrix), whose scores are
+    PCA's.
 
     Examples
     --------
@@ -318,7 +319,9 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
 
     n, d = X.shape
     if type(estimator) is PCA:
-        if estimator._choose_solver(n - 1, d, estimator.n_components, False) not in EXACT_PCA:
+        budget = parse_size(estimator.memory_budget, "memory_budget", "PCA")
+        if (estimator._choose_solver(n - 1, d, estimator.n_components, False) not in EXACT_PCA
+                or 8 * n * n > budget):
             return None
         kernel, block_bytes = Linear(), DEFAULT_BLOCK_BYTES
         rule = ComponentRule(count=int(estimator.n_components))
