@@ -271,7 +271,7 @@ class KrylovResult:
 
 #: Directions of a new block whose squared singular value (columns normalised) falls below
 #: this fraction of the largest are linearly dependent on the others and dropped.
-_DEPENDENT = 1e-14
+DEPENDENT_GRAM = 1e-14
 
 #: Rayleigh–Ritz matrices up to this size are decomposed whole.
 _SMALL_EIGH = 256
@@ -327,7 +327,7 @@ def _orthonormal_complement(
             break
         with small_eigh_threads(W.shape[1]):
             lam, V = xp.linalg.eigh(crossproduct(W))
-        good = xp.nonzero(lam > _DEPENDENT * lam[-1])[0]
+        good = xp.nonzero(lam > DEPENDENT_GRAM * lam[-1])[0]
         W = W @ (xp.take(V, good, axis=1) / xp.sqrt(xp.take(lam, good)))
         if sweep == 0 and basis.shape[1]:
             W = W - basis @ (basis.T @ W)

@@ -37,7 +37,7 @@ from dkpca._device import aligned_operand
 from dkpca._estimator import parse_size
 from dkpca.blocked import DEFAULT_BLOCK_BYTES, center_kernel_inplace, gather_kernel
 from dkpca.kernels import Kernel, Linear
-from dkpca.linalg import flip_signs, top_eigh
+from dkpca.linalg import DEPENDENT_GRAM, flip_signs, top_eigh
 from dkpca.solvers import ComponentRule
 from dkpca.solvers._common import check_finite_kernel, eigenpair_components
 from dkpca.solvers._components import ZERO_RATIO
@@ -62,10 +62,6 @@ FOLD_MAX_PASSES = 30
 #: projected matrices (pages are committed as the iteration fills them, a few passes' worth
 #: as a rule): 12 folds of 500 points a stack.
 FOLD_BATCH_BYTES = 64 * 2**20
-
-#: A block whose Gram matrix has an eigenvalue below this fraction of its largest is dependent
-#: on the basis (its Krylov space is, to working precision, invariant).
-DEPENDENT_GRAM = 1e-14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,10 +141,16 @@ class KernelFolds:
             for first in range(0, len(points), batch):
                 found[first:first + batch] = _krylov_folds(
                     self.K, self.start, points[first:first + batch], self.rule.count, workspace)
-        return [self._scores(n, pairs) for n, pairs in zip(points, found, strict=True)]
+        totals = float(self.row_sums.sum()), float(np.trace(self.K))  # of K, for every fold
+        return [self._scores(n, pairs, *totals)
+                for n, pairs in zip(points, found, strict=True)]
 
-    def _scores(self, n: int, pairs: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        """Fold ``n``'s scores from its eigenpairs (``None``: the dense solver finds them)."""
+    def _scores(self, n: int, pairs: tuple[np.ndarray, np.ndarray] | None, total: float,
+                trace: float) -> np.ndarray:
+        """Fold ``n``'s scores from its eigenpairs (``None``: the dense solver finds them).
+
+        ``total`` and ``trace`` are the sum of ``K``'s entries and its trace.
+        """
         K, m = self.K, len(self.K) - 1
         keep = np.arange(m + 1) != n
         fold_sums = self.row_sums[keep] - K[keep, n]
@@ -157,8 +159,8 @@ class KernelFolds:
             fold = K[np.ix_(keep, keep)]
             decomposition = centred_top_eigh(fold, fold_sums, self.rule)
         else:
-            fold_sum = float(self.row_sums.sum()) - 2.0 * float(self.row_sums[n]) + float(K[n, n])
-            fold_trace = float(np.trace(K)) - float(K[n, n])
+            fold_sum = total - 2.0 * float(self.row_sums[n]) + float(K[n, n])
+            fold_trace = trace - float(K[n, n])
             eigenvalues, eigenvectors = pairs
             decomposition = (eigenvalues, eigenvectors[keep], fold_sums / m,
                              fold_trace - fold_sum / m)  # the trace of H K_n H
