@@ -152,9 +152,14 @@ def _pair_test(
     exceed = 0
     # the same tables summed in another cell order may differ in the last bits: count those
     tolerance = 1e-9 * max(1.0, abs(observed))
+    # rows of copies of iy, each then shuffled; filled by a broadcast copy, which releases the
+    # GIL (numpy.tile holds it: 3 % of a task's time, a limit on many threads)
+    labels = np.empty((min(block, n_permutations), n), dtype=iy.dtype)
     for start in range(0, n_permutations, block):
         size = min(block, n_permutations - start)
-        permuted = rng.permuted(np.tile(iy, (size, 1)), axis=1)
+        permuted = labels[:size]
+        permuted[...] = iy
+        rng.permuted(permuted, axis=1, out=permuted)
         codes = permuted + base + (np.arange(size) * cells)[:, None]
         counts = np.bincount(codes.ravel(), minlength=size * cells).reshape(size, cells)
         exceed += int(np.count_nonzero(xlogy(counts, counts).sum(axis=1) >= observed - tolerance))
