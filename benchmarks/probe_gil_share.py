@@ -15,7 +15,10 @@ untimed warm-up in the main thread (not counted: only the worker threads' sample
 * ``mdd``: ``select_model`` by MDD on ``make_two_rings(2000, random_state=0)``, 500 training
   rows, ``--draws`` draws, ``random_state=0`` (the call of §5's thread-scaling table);
 * ``kpa``: the same with ``method="kpa"`` (permutations);
-* ``independence``: ``independence_test`` on 2,000 × 12 normal scores, 2,000 permutations.
+* ``independence``: ``independence_test`` on 2,000 × 12 normal scores, 2,000 permutations;
+* ``loo``: exact ``loo_projections`` of §6's model, ``KernelPCA(5, RBF(c))`` on
+  ``make_unbalanced_semicircles(500, 1000, snr=500)`` with ``c`` 0.05 times the median squared
+  distance (``--draws`` unused).
 
 Needs py-spy (``pip install py-spy``; on Linux it reads the child's memory, which a container
 may forbid without ``SYS_PTRACE``).
@@ -43,9 +46,20 @@ def run_call(call: str, threads: int, draws: int) -> None:
     """The measured call (in the child that py-spy samples)."""
     import dask
     import numpy as np
+    from scipy.spatial.distance import pdist
 
     import dkpca
-    from dkpca.datasets import make_two_rings
+    from dkpca.datasets import make_two_rings, make_unbalanced_semicircles
+    from dkpca.generalization import loo_projections
+    from dkpca.kernels import RBF
+
+    def semicircles(n: int) -> tuple[dkpca.KernelPCA, np.ndarray]:
+        S, _ = make_unbalanced_semicircles(n, 1000, snr=500.0, random_state=0)
+        c = 0.05 * float(np.median(pdist(S, "sqeuclidean")))
+        return dkpca.KernelPCA(5, kernel=RBF(c=c)).fit(S), S
+
+    def loo(n: int) -> object:
+        return loo_projections(*semicircles(500 if n == draws else 20), "exact")
 
     R, _, _ = make_two_rings(2000, random_state=0)
     scores = np.random.default_rng(0).normal(size=(2000, 12))
@@ -55,6 +69,7 @@ def run_call(call: str, threads: int, draws: int) -> None:
                                             random_state=0),
         "independence": lambda n: dkpca.independence_test(scores, n_permutations=n * 40,
                                                           random_state=0),
+        "loo": loo,
     }
     calls[call](2)  # warm-up: imports and first calls, in the main thread
     with dask.config.set(scheduler="threads", num_workers=threads):
@@ -75,7 +90,7 @@ def worker_samples(raw: Path) -> tuple[int, collections.Counter]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--call", choices=("mdd", "kpa", "independence"), default="mdd")
+    parser.add_argument("--call", choices=("mdd", "kpa", "independence", "loo"), default="mdd")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--draws", type=int, default=50)
     parser.add_argument("--rate", type=int, default=200, help="samples a second")
