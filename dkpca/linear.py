@@ -299,7 +299,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         else:
             mean, eigenvalues, vectors, total = self._fit_gram(Xa, count)
         self.solver_ = solver
-        centred = solver == "randomized" or (solver == "covariance" and not sparse)
+        centred = solver in ("randomized", "gram") or (solver == "covariance" and not sparse)
         self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype, centred)
         # Only the covariance solver's statistics are a sum over rows that partial_fit can
         # continue; a refit with another solver must not leave an older fit's behind.
@@ -462,8 +462,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         noise = noise_variance(variances[:found], m, limit, total)
         variances = variances[:m]
         # Sums of squares minus the squared mean leave ~1e-16 of the scale where nothing varies;
-        # moments around a sample or a block's mean (dense covariance, randomized) are exactly
-        # zero there.
+        # moments around a sample or a block's mean (dense covariance, randomized) and the Gram
+        # matrix of rows shifted by the first (gram) are exactly zero there.
         floor = 0.0 if centred else 1e-13 * d * float(np.max(mean**2))
         varies = total > max(floor, np.finfo(float).tiny)
         warn_if_no_variance(varies, "PCA", "")
@@ -505,12 +505,14 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # (complete_basis), with zero variance, up to the width asked for.
         keep = eigenvalues > eigenvalues[0] * 1e-12
         eigenvalues, dual = eigenvalues[keep], dual[:, keep]
-        # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v = Xᵀ v.
+        # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v is
+        # (X - 1 x₀ᵀ)ᵀ v, whose terms do not cancel for data far from the origin
         dual = (dual - dual.mean(axis=0)) / np.sqrt(eigenvalues)
         if held:
-            vectors = held[0].T.astype(np.float64, copy=False) @ dual
+            vectors = np.subtract(held[0], held[0][:1], dtype=np.float64).T @ dual
         else:
-            (vectors,) = compute(columns.T.astype(np.float64) @ da.from_array(dual))
+            shifted = columns.astype(np.float64) - columns[:1].astype(np.float64)
+            (vectors,) = compute(shifted.T @ da.from_array(dual))
         return mean, eigenvalues, flip_signs(vectors), total
 
     def transform(self, X: ArrayLike) -> np.ndarray | da.Array:
@@ -603,7 +605,13 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
 
 def _dot_matrix(block: np.ndarray) -> np.ndarray:
-    """``B Bᵀ`` of one feature chunk, in float64."""
-    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
+    """``(B - 1 b₀ᵀ)(B - 1 b₀ᵀ)ᵀ`` of one feature chunk (all rows), in float64.
+
+    Centring the Gram matrix ``H G H`` ignores a shift common to every row, and shifting by
+    the first row (``X[0]`` over the chunk's features) keeps the entries at the data's spread:
+    ``B Bᵀ`` of data far from the origin (a mean of 1e7 against a spread of 1) loses every
+    digit of the centred matrix to cancellation.
+    """
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
+        B = np.subtract(block, block[:1], dtype=np.float64)
         return crossproduct(B.T)

@@ -123,6 +123,28 @@ def test_constant_data_fit_with_a_warning(solver, level):
         assert PCA(1, solver=solver).fit(varied).explained_variance_ratio_[0] > 0
 
 
+@pytest.mark.parametrize("offset", [1e6, 1e7])
+@pytest.mark.parametrize("chunks", [None, (-1, 40), (10, 60)])
+def test_gram_solver_far_from_the_origin(offset, chunks):
+    """Wide data with a mean far above its spread: the Gram matrix of rows shifted by the
+    first keeps the centred spectrum (the Gram matrix of the raw rows lost it to cancellation:
+    eigenvalues 8 % off, ratios 0 and a "do not vary" warning at 1e7)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 200)) * np.linspace(2.0, 0.5, 200) + offset
+    data = X if chunks is None else da.from_array(X, chunks=chunks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = PCA(3, solver="gram").fit(data)
+    ref = SkPCA(3, svd_solver="full").fit(X)
+    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_, rtol=1e-9)
+    np.testing.assert_allclose(model.explained_variance_ratio_, ref.explained_variance_ratio_,
+                               rtol=1e-9)
+    signs = np.sign(np.sum(model.components_ * ref.components_, axis=1))
+    np.testing.assert_allclose(model.components_ * signs[:, None], ref.components_, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(model.transform(X)) * signs, ref.transform(X),
+                               atol=1e-6)
+
+
 # ------------------------------------------------------------- dtype and widths (issue 32.4)
 
 
