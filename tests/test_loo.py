@@ -159,15 +159,19 @@ def test_only_exact_refits_share_one_kernel(model):
 
 @pytest.mark.parametrize("n_points", [25, 60])
 @pytest.mark.parametrize("whiten", [False, True])
-def test_linear_pca_folds_from_the_gram_matrix_equal_refits(n_points, whiten):
-    """25 points: dense folds; 60: Krylov. Wide data (gram solver) and tall (covariance)."""
+@pytest.mark.parametrize("offset", [0.0, 1e6])
+def test_linear_pca_folds_from_the_gram_matrix_equal_refits(n_points, whiten, offset):
+    """25 points: dense folds; 60: Krylov. Wide data (gram solver) and tall (covariance);
+    far from the origin too (the Gram matrix of the raw rows would lose the spectrum)."""
     X, _ = make_signal_in_noise(n_points, 300, strengths=(2.0, 1.4, 1.0), noise=0.1,
                                 random_state=1)
+    X = X + offset
     for data in (X, X[:, :8]):
         full, expected = _brute_force(lambda: PCA(3, whiten=whiten), data)
         assert kernel_folds(PCA(3, whiten=whiten), data) is not None
+        # at 1e6 the rows themselves are rounded to about 1e-10: so are their scores
         np.testing.assert_allclose(loo_projections(full, data), expected, rtol=1e-8,
-                                   atol=1e-10)
+                                   atol=1e-10 if offset == 0.0 else 1e-8)
 
 
 def test_refits_keep_the_full_models_number_of_components(four_signals):

@@ -327,6 +327,9 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
             return None
         kernel, block_bytes = Linear(), DEFAULT_BLOCK_BYTES
         rule = ComponentRule(count=int(estimator.n_components))
+        # every fold centres its Gram matrix, which ignores a shift common to all rows: by the
+        # first row, the entries stay at the data's spread, not its distance from the origin
+        X = X - X[:1]
     elif (type(estimator) is KernelPCA and not estimator._precomputed
           and estimator._solver_for(n - 1, X.dtype.itemsize)[0] == "exact"):
         kernel = estimator._resolve_kernel(d)
