@@ -128,6 +128,22 @@ def test_indefinite_sigmoid_kernel_gets_no_spurious_component():
     np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_, rtol=0.05)
 
 
+@pytest.mark.parametrize("solver", ["nystrom", "fixed_size"])
+@pytest.mark.parametrize(("n", "d", "gamma", "seed"),
+                         [(200, 3, 0.5, 0), (200, 3, 0.5, 1), (200, 3, 0.1, 0), (600, 3, 2.0, 1)])
+def test_float32_landmark_kernels_with_tiny_eigenvalues(solver, n, d, gamma, seed):
+    """Every point a landmark, in few dimensions: K_LL's eigenvalues reach far below float32's
+    rounding. Those directions stay out of the feature map (they made a spurious leading
+    component, 188 against 21.75, at the first case); the float32 fit equals the float64 one."""
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    params = {"n_components": 5, "gamma": gamma, "solver": solver, "random_state": 0}
+    double = KernelPCA(**params).fit(X)
+    single = KernelPCA(**params).fit(X.astype(np.float32))
+    np.testing.assert_allclose(single.eigenvalues_, double.eigenvalues_, rtol=1e-5)
+    Z, Z64 = single.transform(X.astype(np.float32)), double.transform(X)
+    np.testing.assert_allclose(match_signs(Z, Z64), Z64, atol=1e-4 * np.abs(Z64).max())
+
+
 def test_float32_data_keeps_float64_accuracy_in_the_moments(digits):
     """float32 products around a shift: no cancellation in the centred scatter."""
     params = {"n_components": 5, "gamma": 1 / 64, "solver": Nystrom(n_landmarks=300),

@@ -48,12 +48,31 @@ from dkpca.moments import RowStatistics
 from ._basis import KernelBasis
 from ._components import ComponentRule, positive_part, zero_padded
 
-__all__ = ["as_landmarks", "fit_nystrom", "inverse_sqrt", "landmark_statistics", "nystrom_basis"]
+__all__ = ["as_landmarks", "feature_map_rcond", "fit_nystrom", "inverse_sqrt", "landmark_statistics",
+           "nystrom_basis"]
 
 logger = logging.getLogger(__name__)
 
 #: Eigenvalues of K_LL below this fraction of the largest are treated as zero.
 RCOND = 1e-10
+
+
+def feature_map_rcond(dtype: np.dtype | type) -> float:
+    """Return the :func:`inverse_sqrt` cut-off for strips ``k(x, L)`` in ``dtype``.
+
+    ``R = K_LL^{-1/2}`` scales a direction of eigenvalue ``w`` by ``1 / sqrt(w)``, so the
+    rounding of the strips' scatter (about the dtype's epsilon of its largest entries) comes
+    back divided by ``w``. In float32, directions between 1e-10 and about 1e-7 of the largest
+    eigenvalue turned that noise into spurious leading components (200 points in 3-D, every
+    point a landmark: a first eigenvalue of 188 against 21.75). Ten times the dtype's epsilon
+    keeps them out: 1.2e-6 for float32, :data:`RCOND` for float64.
+
+    Examples
+    --------
+    >>> feature_map_rcond(np.float64) == RCOND, f"{feature_map_rcond(np.float32):.2g}"
+    (True, '1.2e-06')
+    """
+    return max(RCOND, 10.0 * float(np.finfo(dtype).eps))
 
 
 def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
@@ -310,7 +329,7 @@ def fit_nystrom(
     with concurrent.futures.ThreadPoolExecutor(1) as beside_the_pass:
         # A GPU pass leaves the host idle: K_LL^(-1/2), an m × m eigh (0.3-0.4 s at m = 2,000
         # on 16 cores), is computed meanwhile. On the CPU it would only take cores from the pass.
-        later = (beside_the_pass.submit(inverse_sqrt, K_LL)
+        later = (beside_the_pass.submit(inverse_sqrt, K_LL, feature_map_rcond(landmarks.dtype))
                  if feature_map is None and kernel_device(kernel, X, landmarks) == "cuda"
                  else None)
         statistics = landmark_statistics(kernel, X, landmarks, block_bytes=block_bytes,
@@ -384,7 +403,7 @@ def nystrom_basis(
     m, n = landmarks.shape[0], statistics.count
     if feature_map is None:
         K_LL = _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel
-        R = inverse_sqrt(K_LL)
+        R = inverse_sqrt(K_LL, feature_map_rcond(landmarks.dtype))
     else:
         R = feature_map
     scatter = R.T @ statistics.scatter @ R
