@@ -1,7 +1,8 @@
 """How a fitted model's attributes are encoded as JSON and Zarr arrays, and decoded back.
 
 :class:`_Writer` encodes each fitted attribute (``{"value": ...}``, ``{"array": ...}``,
-``{"sparse": ...}``, ``{"kernel": ...}``, ``{"dataclass": ...}``; see :mod:`dkpca.persistence`)
+``{"sparse": ...}``, ``{"kernel": ...}``, ``{"dataclass": ...}``, ``{"strings": ...}``; see
+:mod:`dkpca.persistence`)
 and then writes the arrays, with their checksums; :class:`_Reader` decodes them, reading arrays
 through :class:`dkpca._model_integrity._VerifiedReader`. Anything without an encoding is refused
 before anything is written, so a saved model never holds code.
@@ -105,7 +106,10 @@ class _Writer:
             encoded = {"sparse": key, "format": "csr", "shape": None}  # shape: once computed
             self.sparse.append((where, value, encoded))
             return encoded
-        if isinstance(value, np.ndarray | da.Array):
+        if isinstance(value, np.ndarray) and value.dtype == object:
+            if value.ndim == 1 and all(isinstance(v, str) for v in value):
+                return {"strings": value.tolist()}  # feature names: JSON, not a Zarr array
+        elif isinstance(value, np.ndarray | da.Array):
             self.arrays.append((path, key, value))
             return {"array": key}
         if dataclasses.is_dataclass(value) and _DATACLASSES.get(type(value).__name__) is type(
@@ -176,6 +180,8 @@ class _Reader(_VerifiedReader):
         """Return the value that :meth:`_Writer.encode` encoded as ``encoded`` in ``group``."""
         if "value" in encoded:
             return encoded["value"]
+        if "strings" in encoded:
+            return np.asarray(encoded["strings"], dtype=object)
         if "kernel" in encoded:
             return kernel_from_config(encoded["kernel"])
         if "sparse" in encoded:

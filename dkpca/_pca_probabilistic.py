@@ -33,6 +33,7 @@ import scipy.special
 
 from ._device import array_module, is_device_array, to_host
 from ._estimator import check_features, like_input
+from ._feature_names import check_feature_names
 from ._typing import ArrayLike
 from ._validation import check_is_fitted
 from .io import as_array, as_dask, is_sparse
@@ -251,6 +252,7 @@ class ProbabilisticMixin:
         (3,)
         """
         check_is_fitted(self, "components_")
+        check_feature_names(self, X, reset=False)
         if is_device_array(X):
             return array_module(X).asarray(self.score_samples(to_host(X)))
         Xd = _dense_blocks(as_array(X, accept_sparse=True)) if is_sparse(X) else as_dask(X)

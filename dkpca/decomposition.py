@@ -34,6 +34,7 @@ from ._estimator import (
     parse_size,
     warn_if_no_variance,
 )
+from ._feature_names import check_feature_names
 from ._kernel_solvers import (
     INCREMENTAL_SOLVERS,
     SolverRun,
@@ -156,7 +157,8 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
     remove_zero_eig : bool, default=False
         With an int ``n_components``: ``False`` returns exactly that many columns, components
         without a positive eigenvalue (a rank-deficient kernel) being zero columns with
-        eigenvalue 0, and warns; ``True`` drops them. scikit-learn's semantics: with
+        eigenvalue 0 (logged at INFO level, as scikit-learn keeps them silently); ``True``
+        drops them, with a warning. scikit-learn's semantics: with
         ``n_components=None`` zero components are always dropped. Significantly negative
         eigenvalues among the requested components (an indefinite kernel) raise
         ``ValueError``.
@@ -212,6 +214,9 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
     X_transformed_fit_ : ndarray (n_preimage, n_components)
         With ``fit_inverse_transform``: the training scores it regresses from.
     n_features_in_ : int
+    feature_names_in_ : (n_features_in_,) object array
+        The column names of a DataFrame fitted on (only then): ``transform`` refuses columns
+        with other names or in another order, as scikit-learn's does.
 
     See Also
     --------
@@ -381,6 +386,7 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
                 return self.fit(to_host(X), y)
         self._validate_params()
         clear_fitted(self)  # nothing from an earlier fit with other parameters
+        check_feature_names(self, X, reset=True)
         if self._precomputed and self.fit_inverse_transform:
             raise ValueError("KernelPCA: Cannot fit_inverse_transform with a precomputed "
                              "kernel: pre-images need an input space.")
@@ -501,8 +507,9 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         (300, True)
         """
         self._validate_params()
-        Xd = as_dask(as_array(X, accept_sparse=True), check_finite=False, accept_sparse=True)
         fitted = hasattr(self, "basis_")
+        check_feature_names(self, X, reset=not fitted)
+        Xd = as_dask(as_array(X, accept_sparse=True), check_finite=False, accept_sparse=True)
         if fitted:
             check_features(Xd, self.n_features_in_, "KernelPCA")
             kernel, n_seen = self.kernel_, self.n_samples_seen_
@@ -568,6 +575,7 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         scores : (n_samples, n_components) array
         """
         check_is_fitted(self, "basis_")
+        check_feature_names(self, X, reset=False)
         if is_device_array(X):  # CuPy input implies the GPU, as in fit
             with dask.config.set({"dkpca.device": "cuda"}):
                 return array_module(X).asarray(self.transform(to_host(X)))

@@ -29,6 +29,7 @@ from ._estimator import (
     parse_size,
     warn_if_no_variance,
 )
+from ._feature_names import check_feature_names
 from ._pca_components import complete_basis, select_count
 from ._pca_covariance import check_finite_statistics, covariance_spectrum, row_statistics
 from ._pca_probabilistic import ProbabilisticMixin, minka_rank, noise_variance
@@ -124,6 +125,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Probabilistic PCA's noise variance (Tipping and Bishop): the mean variance of the
         directions not kept, zero when all ``min(n_samples, n_features)`` are.
     n_components_, n_samples_, n_features_in_ : int
+    feature_names_in_ : (n_features_in_,) object array
+        The column names of a DataFrame fitted on (only then): ``transform`` and the scores
+        refuse columns with other names or in another order, as scikit-learn's do.
     n_samples_seen_ : int
         Rows fitted so far (``n_samples_``; scikit-learn's ``IncrementalPCA`` name).
     row_statistics_ : RowStatistics or None
@@ -249,6 +253,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             return self.fit(to_host(X), y)
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
         clear_fitted(self)  # nothing from an earlier fit with other parameters
+        check_feature_names(self, X, reset=True)
         # NaN and infinity reach the accumulated statistics, which are checked: no extra pass.
         Xa = as_array(X, check_finite=False, accept_sparse=True)
         check_samples(Xa, "PCA")
@@ -368,6 +373,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         validate_params(self.get_params(), self._parameter_constraints, "PCA")
         Xa = as_array(X, check_finite=False, accept_sparse=True)
         first = not hasattr(self, "components_")
+        check_feature_names(self, X, reset=first)
         if first:
             check_samples(Xa, "PCA")
             previous, dtype = None, Xa.dtype
@@ -540,6 +546,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         array([1., 1.])
         """
         check_is_fitted(self, "components_")
+        check_feature_names(self, X, reset=False)
         if is_device_array(X):  # CuPy in, CuPy out: the projection runs on the GPU
             check_features(X, self.n_features_in_, "PCA")
             xp = array_module(X)

@@ -27,7 +27,8 @@ in the subgroup ``estimator/``, beside its grids, land masks, weights and traini
 
 ``attributes`` maps each fitted attribute to its encoding: ``{"value": <JSON>}``,
 ``{"array": <name>}``, ``{"sparse": <group>, "format": "csr", "shape": [m, d]}``,
-``{"kernel": <kernel config>}`` or ``{"dataclass": <type>, "group": <name>, "fields": {...}}``.
+``{"kernel": <kernel config>}``, ``{"dataclass": <type>, "group": <name>, "fields": {...}}``
+or ``{"strings": [...]}`` (``feature_names_in_``, the columns of a DataFrame fitted on).
 Anything else is refused before anything is written, so a saved model never holds code, and a
 model that cannot be saved leaves no trace at the destination.
 
@@ -53,7 +54,7 @@ its solver. Models of formats 1 and 2 load and transform as before; ``partial_fi
 continue them (they lack the statistics). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
 not bump it: models with dense arrays are written exactly as before, and only a model with a
 sparse basis uses the new encoding, which a dkpca that predates it refuses with "unknown
-attribute encoding". Nor did ``checksums``: an older dkpca ignores them, and a model without
+attribute encoding". The same holds for ``strings``, used only by a model fitted on a DataFrame. Nor did ``checksums``: an older dkpca ignores them, and a model without
 them (saved by an older dkpca) is verified as far as it can be.
 
 Examples

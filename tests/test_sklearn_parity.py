@@ -321,3 +321,32 @@ def test_significant_negative_eigenvalue_raises():
 )
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("estimator", [KernelPCA(n_components=2), PCA(n_components=2),
+                                       KernelPCA(2, solver=Nystrom(n_landmarks=10))],
+                         ids=["KernelPCA", "PCA", "KernelPCA-nystrom"])
+def test_dataframe_column_names_are_kept_and_checked(estimator):
+    """scikit-learn's check (not among parametrize_with_checks's): feature_names_in_ after a
+    DataFrame fit; other names or another order raise in transform (and a later partial_fit)."""
+    from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency
+
+    check_dataframe_column_names_consistency(type(estimator).__name__, estimator)
+
+
+@pytest.mark.parametrize("estimator", [PCA(2), KernelPCA(2, solver="nystrom")],
+                         ids=["PCA", "KernelPCA"])
+def test_feature_names_survive_save_and_load(estimator, data, tmp_path):
+    """A model fitted on a DataFrame keeps checking its columns after a round trip."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(data[0][:, :4], columns=["w", "x", "y", "z"])
+    model = estimator.fit(frame)
+    dkpca.save(model, tmp_path / "model.zarr")
+    loaded = dkpca.load(tmp_path / "model.zarr")
+    assert loaded.feature_names_in_.tolist() == ["w", "x", "y", "z"]
+    np.testing.assert_array_equal(np.asarray(loaded.transform(frame)),
+                                  np.asarray(model.transform(frame)))
+    with pytest.raises(ValueError, match="same order as they were in fit"):
+        loaded.transform(frame[["z", "y", "x", "w"]])
+    refitted = clone(estimator).fit(data[0][:, :4])  # a refit on an array forgets the names
+    assert not hasattr(refitted, "feature_names_in_")
