@@ -120,3 +120,21 @@ def test_sketch_settings_are_checked(digits):
         KernelPCA(5, solver=Sketch(kind="hashing", dim=100, n_hashes=3)).fit(digits)
     with pytest.raises(ValueError, match="invalid Sketch kind='fourier'"):
         KernelPCA(5, solver=Sketch(kind="fourier")).fit(digits)
+
+
+def test_the_width_asked_for_beyond_the_kernels_rank():
+    """The sketch's decomposition stops at the kernel's rank (3 here): the other components
+    asked for are zero columns with eigenvalue 0, as for the other solvers (they returned 3
+    columns); remove_zero_eig drops them."""
+    X = np.random.default_rng(0).normal(size=(150, 3))
+    model = KernelPCA(6, kernel="linear", solver="sketch", random_state=0).fit(X)
+    Z = np.asarray(model.transform(X))
+    assert Z.shape == (150, 6) and model.n_components_ == 6
+    assert model.eigenvectors_.shape == (150, 6)
+    np.testing.assert_array_equal(model.eigenvalues_[3:], 0.0)
+    np.testing.assert_array_equal(Z[:, 3:], 0.0)
+    assert (model.eigenvalues_[:3] > 0).all() and (np.abs(Z[:, :3]).max(axis=0) > 0).all()
+    assert len(model.get_feature_names_out()) == 6
+    dropped = KernelPCA(6, kernel="linear", solver="sketch", remove_zero_eig=True,
+                        random_state=0).fit(X)
+    assert np.asarray(dropped.transform(X)).shape == (150, 3)

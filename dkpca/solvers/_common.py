@@ -74,8 +74,12 @@ def eigenpair_components(
     """
     m = rule.select(eigenvalues, total_variance)
     keep = positive_part(eigenvalues[:m], rule, owner, zero_ratio)
-    width = m if rule.keep_zero else keep
+    # keep_zero: exactly the count asked for, also where a solver's decomposition stops at
+    # the kernel's numerical rank (the sketch's); directions beyond it are zero columns
+    width = max(m, rule.count or 0) if rule.keep_zero else keep
     vectors = eigenvectors[:, :width]
+    if vectors.shape[1] < width:
+        vectors = np.pad(vectors, ((0, 0), (0, width - vectors.shape[1])))
     # The eigenvectors are orthogonal to the ones vector in exact arithmetic; removing the
     # rounding residue makes the single offset term the whole centring of new points.
     kept = vectors[:, :keep]
