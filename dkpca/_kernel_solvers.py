@@ -253,7 +253,8 @@ def _fit_icf(
     n = X.shape[0]
     rank = options.max_rank if options.max_rank is not None else min(n, 1000)
     icf = incomplete_cholesky(kernel, X, tol=options.tol, max_rank=rank)
-    _check_rank(rule, icf.rank, "the ICF rank", owner)
+    if icf.rank >= rank:  # stopped by max_rank, not by the kernel's own (numerical) rank,
+        _check_rank(rule, icf.rank, "the ICF rank", owner)  # below which are zero columns
     R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
     basis, _ = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes, feature_map=R,
                            owner=owner)

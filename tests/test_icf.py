@@ -113,6 +113,19 @@ def test_too_many_components_for_the_rank_is_an_error(blobs):
         KernelPCA(20, gamma=0.3, solver=ICF(max_rank=5)).fit(blobs)
 
 
+def test_components_beyond_the_kernels_own_rank_are_zero_columns():
+    """A rank-3 kernel (linear, 3 features) stops the factorisation at its tolerance: the
+    other components asked for are zero columns, as for every other solver; only a rank
+    capped by max_rank is refused (above)."""
+    X = np.random.default_rng(0).normal(size=(150, 3))
+    model = KernelPCA(6, kernel="linear", solver=ICF(tol=1e-10)).fit(X)
+    exact = KernelPCA(6, kernel="linear", solver="exact").fit(X)
+    Z = np.asarray(model.transform(X))
+    assert Z.shape == (150, 6) and model.landmarks_.shape[0] == 3
+    np.testing.assert_array_equal(Z[:, 3:], 0.0)
+    np.testing.assert_allclose(model.eigenvalues_, exact.eigenvalues_, atol=1e-8)
+
+
 @pytest.mark.distributed
 def test_same_pivots_on_a_distributed_client(blobs, client):
     X = da.from_array(blobs, chunks=50)
