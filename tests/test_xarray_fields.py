@@ -298,3 +298,31 @@ def test_patterns(field):
     assert np.isnan(curved[:, :, 0, 0]).all() and np.isfinite(curved[:, :, 1, 1]).all()
     with pytest.raises(ValueError, match="no linear components"):
         kpca.components()
+
+
+def test_coslat_leaves_the_poles_out():
+    """cos(90°) is 6e-17, not 0: the poles must still get weight 0 and come back as NaN."""
+    rng = np.random.default_rng(0)
+    field = xr.DataArray(rng.normal(size=(20, 5, 4)), dims=("time", "lat", "lon"),
+                         coords={"lat": [-90.0, -45, 0, 45, 90], "lon": np.arange(4.0)})
+    eof = FieldModel(dkpca.PCA(n_components=2), "time", weights="coslat").fit(field)
+    kept = eof.layout_.kept.reshape(5, 4)
+    assert not kept[[0, 4]].any() and kept[1:4].all()
+    unweighted = eof.components(weighted=False)
+    assert np.isnan(unweighted.sel(lat=[-90.0, 90.0])).all()
+    assert np.isfinite(unweighted.sel(lat=[-45.0, 0.0, 45.0])).all()
+
+
+def test_a_list_of_named_variables_is_matched_by_name():
+    """Two same-shaped grids in another order were swapped silently; named ones are checked,
+    unnamed ones are taken in the fit's order."""
+    rng = np.random.default_rng(0)
+    sst = xr.DataArray(rng.normal(size=(30, 4)), dims=("time", "x"), name="sst")
+    t2m = xr.DataArray(10 * rng.normal(size=(30, 4)), dims=("time", "x"), name="t2m")
+    model = FieldModel(dkpca.PCA(n_components=2), "time").fit([sst, t2m])
+    with pytest.raises(ValueError, match="variable 't2m' where the model has 'sst'"):
+        model.transform([t2m, sst])
+    np.testing.assert_array_equal(model.transform([sst, t2m]).values,
+                                  model.transform([sst.rename(None), t2m.rename(None)]).values)
+    unnamed = FieldModel(dkpca.PCA(n_components=2), "time").fit([sst.rename(None), t2m])
+    assert unnamed.transform([sst, t2m]).shape == (30, 2)

@@ -88,7 +88,10 @@ def _weights(array: xr.DataArray, feature_dims: tuple[str, ...], weights: Any) -
         if weights != "coslat":
             raise ValueError(f"weights={weights!r}: use 'coslat', a DataArray or None")
         lat = _latitude(array, feature_dims)
-        factor = np.sqrt(np.clip(np.cos(np.deg2rad(lat.astype(np.float64))), 0.0, None))
+        lat = lat.astype(np.float64)
+        # cos(90°) is 6e-17 in floating point: the poles get the weight 0 they have
+        cosine = xr.where(abs(lat) >= 90.0, 0.0, np.cos(np.deg2rad(lat)))
+        factor = np.sqrt(np.clip(cosine, 0.0, None))
     elif isinstance(weights, xr.DataArray):
         extra = set(weights.dims) - set(feature_dims)
         if extra:
@@ -211,8 +214,12 @@ class GridLayout:
                 f"the model was fitted on {len(self.variables)} variable(s), got {len(pairs)}"
             )
         blocks = []
-        for (name, array), layout in zip(pairs, self.variables, strict=True):
-            if kind == "dataset" and layout.name is not None and name != layout.name:
+        for index, ((name, array), layout) in enumerate(zip(pairs, self.variables, strict=True)):
+            # a Dataset's variables by name; a list's where both the array and the fit's
+            # were named (same-shaped grids in another order would be swapped silently)
+            named = kind == "dataset" or (kind == "list" and array.name is not None
+                                          and layout.name != f"var{index}")
+            if named and layout.name is not None and name != layout.name:
                 raise ValueError(f"variable {name!r} where the model has {layout.name!r}")
             dims = self.feature_dims(array)
             if set(dims) != set(layout.feature_dims):
