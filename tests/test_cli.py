@@ -28,6 +28,26 @@ def store(tmp_path):
     return tmp_path / "data.zarr", X
 
 
+@pytest.mark.distributed
+def test_transform_of_a_transposed_component_keeps_the_sample_coordinate(store, tmp_path):
+    """--sample-dim on a (feature, time) component: the time coordinate is matched against
+    the output's rows, not the input's first axis (it was left out)."""
+    path, X = store
+    zarr.open_group(path, mode="a").create_array("XT", data=X.T, chunks=(5, 100),
+                                                 dimension_names=("feature", "time"))
+    model_path, scores_path = tmp_path / "model.zarr", tmp_path / "scores.zarr"
+    assert main(["fit", str(path), "--component", "X", "--out", str(model_path),
+                 "--n-components", "2", "--gamma", "0.2", "--solver", "exact", "--quiet",
+                 *CLUSTER]) == 0
+    assert main(["transform", str(model_path), str(path), "--component", "XT",
+                 "--sample-dim", "time", "--out", str(scores_path), "--quiet", *CLUSTER]) == 0
+    ds = xr.open_zarr(scores_path, consolidated=False)
+    assert ds.scores.dims == ("time", "component")
+    assert ds.time.values[1] == np.datetime64("2000-01-02")
+    reference = dkpca.load(model_path).transform(X)
+    np.testing.assert_allclose(ds.scores.values, reference, atol=1e-10)
+
+
 def _snapshot(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 

@@ -236,8 +236,12 @@ def print_eigenvalues(eigenvalues: Any, ratios: Any) -> None:
         print(f"{i:9d}  {value:10.4g}  {ratio:8.2%}")
 
 
-def sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) -> Any:
-    """Return the input group's coordinate array of the sample dimension, if it has one."""
+def sample_coordinate(args: argparse.Namespace, n_samples: int, sample_dim: str) -> Any:
+    """Return the input group's coordinate array of the sample dimension, if it has one.
+
+    ``n_samples`` is the output's row count: the input's sample axis need not be its first
+    (``--sample-dim``), so its coordinate is matched against the rows, not the first axis.
+    """
     import zarr
 
     from dkpca.io import Location
@@ -248,7 +252,7 @@ def sample_coordinate(args: argparse.Namespace, array: Any, sample_dim: str) -> 
     group = zarr.open_group(store=location.store, mode="r", **location.open_options)
     parent = group[args.component.rpartition("/")[0]] if "/" in args.component else group
     coordinate = parent.get(sample_dim)
-    if isinstance(coordinate, zarr.Array) and coordinate.shape == (array.shape[0],):
+    if isinstance(coordinate, zarr.Array) and coordinate.shape == (n_samples,):
         return coordinate
     return None
 
@@ -283,7 +287,7 @@ def write_rows(
         pending = store_array(group, name, rows, dimension_names=(sample_dim, column_dim))
         for key, (values, dims) in extra.items():
             store_array(group, key, values, dimension_names=dims)
-        coordinate = sample_coordinate(args, array, sample_dim)
+        coordinate = sample_coordinate(args, rows.shape[0], sample_dim)
         if coordinate is not None:
             store_array(group, sample_dim, coordinate[...], dimension_names=(sample_dim,),
                         attributes=dict(coordinate.attrs))
