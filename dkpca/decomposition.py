@@ -214,7 +214,7 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
     X_transformed_fit_ : ndarray (n_preimage, n_components)
         With ``fit_inverse_transform``: the training scores it regresses from.
     n_features_in_ : int
-    feature_names_in_ : (n_features_in_,) object array
+    feature_names_in_ : object array of str
         The column names of a DataFrame fitted on (only then): ``transform`` refuses columns
         with other names or in another order, as scikit-learn's does.
 

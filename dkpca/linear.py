@@ -125,7 +125,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Probabilistic PCA's noise variance (Tipping and Bishop): the mean variance of the
         directions not kept, zero when all ``min(n_samples, n_features)`` are.
     n_components_, n_samples_, n_features_in_ : int
-    feature_names_in_ : (n_features_in_,) object array
+    feature_names_in_ : object array of str
         The column names of a DataFrame fitted on (only then): ``transform`` and the scores
         refuse columns with other names or in another order, as scikit-learn's do.
     n_samples_seen_ : int

@@ -128,3 +128,17 @@ def test_kernel_solver_with_linear_pca_is_refused(store, tmp_path, capsys):
     assert main(["fields", str(store), "--solver", "nystrom", "--out", str(out), *CLUSTER]) == 2
     assert "--method pca takes --solver auto or randomized or sketch" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--sigma2", "3"], "--sigma2 applies to --method kpca, not --method pca"),
+    (["--kernel", "poly"], "--kernel applies to --method kpca, not --method pca"),
+    (["--n-landmarks", "5"], "--n-landmarks applies to --method kpca, not --method pca"),
+    (["--sketch-dim", "5"], "--sketch-dim applies to --solver sketch, not --solver auto"),
+])
+def test_kernel_options_with_linear_pca_are_refused(store, tmp_path, capsys, options, message):
+    """They were ignored: every variant gave the same PCA. Refused before any work."""
+    out = tmp_path / "r.zarr"
+    assert main(["fields", str(store), *options, "--out", str(out), *CLUSTER]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()

@@ -34,12 +34,42 @@ def _estimator(args: argparse.Namespace) -> Any:
     if args.solver not in PCA_SOLVERS:
         raise UsageError(f"--solver {args.solver} is a kernel PCA solver (--method kpca); "
                          f"--method pca takes --solver {' or '.join(PCA_SOLVERS)}")
+    _refuse_kernel_options(args)
     model = PCA(n_components=args.n_components, solver=args.solver, whiten=args.whiten,
                 min_relative_eigenvalue=args.min_relative_eigenvalue,
                 sketch=args.sketch or PCA().sketch, sketch_dim=args.sketch_dim,
                 random_state=args.random_state)
     validate_params(model.get_params(), model._parameter_constraints, "PCA")  # as fit would
     return model
+
+
+def _refuse_kernel_options(args: argparse.Namespace) -> None:
+    """Refuse, rather than ignore, what ``--method pca`` does not take.
+
+    Kernel options, and solver options other than the sketch's (those only with ``--solver
+    sketch``).
+    """
+    from dkpca._errors import UsageError
+    from dkpca.cli._arguments import SOLVER_FLAGS
+    from dkpca.decomposition import KernelPCA
+
+    defaults = KernelPCA().get_params()
+    given = [flag for flag, value, default in (
+        ("--kernel", args.kernel, "rbf"), ("--gamma", args.gamma, None),
+        ("--sigma2", args.sigma2, None), ("--degree", args.degree, defaults["degree"]),
+        ("--coef0", args.coef0, defaults["coef0"]), ("--alpha", args.alpha, defaults["alpha"]),
+        ("--fit-inverse-transform", args.fit_inverse_transform, False),
+        ("--preimage", args.preimage, defaults["preimage"]),
+    ) if value != default]
+    if given:
+        raise UsageError(f"{given[0]} applies to --method kpca, not --method pca")
+    for flag in SOLVER_FLAGS:
+        if getattr(args, flag[2:].replace("-", "_")) is None:
+            continue
+        if flag not in ("--sketch", "--sketch-dim"):
+            raise UsageError(f"{flag} applies to --method kpca, not --method pca")
+        if args.solver != "sketch":
+            raise UsageError(f"{flag} applies to --solver sketch, not --solver {args.solver}")
 
 
 def _fields(args: argparse.Namespace) -> Any:
