@@ -193,6 +193,29 @@ def test_user_errors_exit_2_with_one_line_and_write_nothing(case, saved_model, t
     assert _snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize(("options", "message"), [
+    (["fit", "--out", "{tmp}/m.zarr", "--max-memory", "lots"], "max_memory='lots' is not a size"),
+    (["select", "--plot", "{tmp}/p.png", "--n-train", "5000"], "need 3 <= n_train <= n_samples"),
+    (["select", "--plot", "{tmp}/p.png", "--validation", "5000"], "asks for more than the"),
+    (["select", "--plot", "{tmp}/p.png", "--n-train", "100", "--n-components", "500"],
+     "n_components=500 exceeds n_train - 1 = 99"),
+])
+def test_parameters_checked_against_the_data_before_the_cluster_starts(
+        options, message, store, tmp_path, capsys, monkeypatch):
+    """As the guide says: these were reported only once the embedded cluster was up."""
+    import dkpca.cli._commands
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("the cluster started before the parameters were checked")
+
+    monkeypatch.setattr(dkpca.cli._commands, "cluster", no_cluster)
+    path, _ = store
+    command, *rest = options
+    argv = [command, str(path), "--component", "X", *[a.format(tmp=tmp_path) for a in rest]]
+    assert main([*argv, "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
 @pytest.mark.distributed
 def test_error_after_the_cluster_started_writes_nothing(store, tmp_path, capsys):
     path, _ = store

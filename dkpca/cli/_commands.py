@@ -107,7 +107,7 @@ def _update(args: argparse.Namespace) -> str:
 def _select(args: argparse.Namespace) -> str:
     from dkpca._validation import validate_params
     from dkpca.selection import select_model
-    from dkpca.selection.select import _CONSTRAINTS, _check_grid
+    from dkpca.selection.select import _CONSTRAINTS, _check_grid, check_counts
 
     plot = args.plot
     check_outputs(args, {"--plot": plot, "--table": args.table})
@@ -119,6 +119,7 @@ def _select(args: argparse.Namespace) -> str:
     if args.sigma2_grid is not None:
         _check_grid(args.sigma2_grid)
     X, _ = open_input(args)
+    check_counts(X.shape[0], args.n_train, args.validation, args.n_components, args.training)
     started = time.perf_counter()
     with cluster(client_options(args)):
         logger.info("selecting the model for %s (%d x %d) by %s", args.input, *X.shape,

@@ -85,6 +85,7 @@ def kernel_pca(args: argparse.Namespace) -> Any:
     such as ``--gamma`` with ``--sigma2``), made here so that a mistake is reported before
     the cluster starts.
     """
+    from dkpca._estimator import parse_size
     from dkpca.decomposition import KernelPCA
 
     model = KernelPCA(
@@ -96,6 +97,8 @@ def kernel_pca(args: argparse.Namespace) -> Any:
     )
     model._validate_params()
     model._resolve_kernel(1)  # n_features only fills in the default gamma; nothing checks it
+    if args.max_memory != "auto":  # a size fit would parse only after the cluster starts
+        parse_size(args.max_memory, "max_memory", "KernelPCA")
     return model
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import numbers
 from collections.abc import Sequence
+from typing import Any
 
 import dask
 import numpy as np
@@ -73,14 +74,7 @@ def _pick_training(Xd, training, n_train, has_validation, rng, rule_of_thumb, ic
     if training not in TRAININGS:
         raise ValueError(f"select_model: training must be one of {TRAININGS} or row indices, "
                          f"got {training!r}")
-    if n_train is None:
-        n_train = min(MAX_DEFAULT_TRAIN, n // 2 if has_validation else n)
-        if n_train < 3:
-            needed = "6 (3 to train on, the rest to validate)" if has_validation else "3"
-            raise ValueError(f"select_model: X has {n} samples; model selection needs at "
-                             f"least {needed}")
-    if n_train < 3 or n_train > n:
-        raise ValueError(f"select_model: need 3 <= n_train <= n_samples = {n}, got {n_train}")
+    n_train = training_count(n, n_train, has_validation)
     if training == "random":
         return np.sort(rng.choice(n, n_train, replace=False)), None
     if training == "fs2":
@@ -96,6 +90,73 @@ def _pick_training(Xd, training, n_train, has_validation, rng, rule_of_thumb, ic
     return chosen.index[order], np.asarray(chosen.pivots, dtype=np.float64)[order]
 
 
+def training_count(n: int, n_train: int | None, has_validation: bool) -> int:
+    """Return the training rows ``select_model`` draws from ``n`` (``n_train``, or its default).
+
+    Raises ``ValueError`` when that is fewer than 3 or more than ``n``.
+
+    Examples
+    --------
+    >>> training_count(2000, None, True), training_count(2000, 300, False)
+    (1000, 300)
+    """
+    if n_train is None:
+        n_train = min(MAX_DEFAULT_TRAIN, n // 2 if has_validation else n)
+        if n_train < 3:
+            needed = "6 (3 to train on, the rest to validate)" if has_validation else "3"
+            raise ValueError(f"select_model: X has {n} samples; model selection needs at "
+                             f"least {needed}")
+    if n_train < 3 or n_train > n:
+        raise ValueError(f"select_model: need 3 <= n_train <= n_samples = {n}, got {n_train}")
+    return n_train
+
+
+def validation_count(validation: float, rest: int) -> int:
+    """Return the validation rows a count or fraction asks for among ``rest`` outside training.
+
+    Raises ``ValueError`` when that is more than ``rest`` (or the fraction is not in (0, 1]).
+
+    Examples
+    --------
+    >>> validation_count(0.5, 1000), validation_count(200, 1000)
+    (500, 200)
+    """
+    if isinstance(validation, numbers.Integral):
+        count = int(validation)
+    else:
+        count = round(float(validation) * rest) if 0 < validation <= 1 else -1
+    if not 0 <= count <= rest:
+        raise ValueError(f"select_model: validation={validation!r} asks for more than the "
+                         f"{rest} rows outside the training set (or is not a fraction in "
+                         f"(0, 1])")
+    return count
+
+
+def check_counts(n: int, n_train: int | None, validation: Any, n_components: int | None,
+                 training: Any = "random") -> None:
+    """Make the checks of ``select_model`` on its counts that need only ``n``, beforehand.
+
+    For a command that can make them before it starts a cluster: ``n_train`` (or its default)
+    against ``n``, ``n_components`` against it, and a validation count or fraction against the
+    rows left. Row indices given as ``training`` are checked by ``select_model`` itself.
+
+    Examples
+    --------
+    >>> check_counts(2000, 5000, "rest", None)
+    Traceback (most recent call last):
+    ...
+    ValueError: select_model: need 3 <= n_train <= n_samples = 2000, got 5000
+    """
+    if not isinstance(training, str):
+        return
+    count = training_count(n, n_train, validation is not None)
+    if n_components is not None and n_components > count - 1:
+        raise ValueError(f"select_model: n_components={n_components} exceeds n_train - 1 = "
+                         f"{count - 1}")
+    if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
+        validation_count(validation, n - count)
+
+
 def _validation_set(Xd, validation, index, rng):
     """Return ``(others, others_include_train, n_validation)`` for the distance moments."""
     n = Xd.shape[0]
@@ -108,14 +169,7 @@ def _validation_set(Xd, validation, index, rng):
     if validation is None:
         return None, False, 0
     if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
-        if isinstance(validation, numbers.Integral):
-            count = int(validation)
-        else:
-            count = round(float(validation) * rest) if 0 < validation <= 1 else -1
-        if not 0 <= count <= rest:
-            raise ValueError(f"select_model: validation={validation!r} asks for more than the "
-                             f"{rest} rows outside the training set (or is not a fraction in "
-                             f"(0, 1])")
+        count = validation_count(validation, rest)
         if count == 0:
             return None, False, 0
         outside = np.setdiff1d(np.arange(n), index, assume_unique=True)
