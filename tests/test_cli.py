@@ -80,6 +80,8 @@ def test_fit_transform_info_on_zarr(store, tmp_path, capsys):
     assert "trained on: 400 samples x 5 features" in info
     assert f"{reference.eigenvalues_[0]:10.4g}" in info
     assert "KernelPCA with 3 components" in info
+    assert main(["info", str(model_path), "--quiet"]) == 0  # the summary line alone
+    assert capsys.readouterr().out.strip().splitlines() == [info.strip().splitlines()[-1]]
     assert _snapshot(tmp_path).count("scores.zarr") == 1 and not any(
         ".dkpca-" in name for name in _snapshot(tmp_path)
     )
@@ -240,8 +242,7 @@ def test_user_error_from_the_shell_has_no_traceback(tmp_path):
 @pytest.mark.distributed
 def test_demo_writes_figure_and_prints_eigenvalues(tmp_path, capsys):
     out = tmp_path / "demo"
-    status = main(["demo", "--out", str(out), "--n-samples", "400", "--n-draws", "10", *CLUSTER,
-                   "--quiet"])
+    status = main(["demo", "--out", str(out), "--n-samples", "400", "--n-draws", "10", *CLUSTER])
     captured = capsys.readouterr()
     assert status == 0
     assert "eigenvalues of the centred kernel matrix" in captured.out

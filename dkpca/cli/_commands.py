@@ -211,31 +211,36 @@ def _info(args: argparse.Namespace) -> str:
 
     model = load(args.model, in_memory="16MiB", storage_options=storage(args, args.model))
     meta = model_description(args)
-    print(f"model:      {args.model}")
-    print(f"written by: dkpca {meta.get('dkpca_version', '?')} (model format "
+    say = print if not args.quiet else _silent  # --quiet: the summary line alone
+    say(f"model:      {args.model}")
+    say(f"written by: dkpca {meta.get('dkpca_version', '?')} (model format "
           f"{meta.get('format_version', '?')})")
-    print(f"estimator:  {model!r}")
+    say(f"estimator:  {model!r}")
     layout = getattr(model, "layout_", None)  # a FieldModel: its estimator sees the grid
     if layout is not None:
         names = [str(v.name if v.name is not None else v.template.name)
                  for v in layout.variables
                  if v.name is not None or v.template.name is not None]
-        print(f"fields:     {', '.join(names) or 'one field'}, samples along "
+        say(f"fields:     {', '.join(names) or 'one field'}, samples along "
               f"{', '.join(layout.sample_dims)}; {int(layout.kept.sum())} grid points with data")
     n_samples = fitted(model, "n_samples_", getattr(fitted(model, "basis_"), "n_samples", None))
-    print(f"trained on: {or_unknown(n_samples)} samples x "
+    say(f"trained on: {or_unknown(n_samples)} samples x "
           f"{or_unknown(fitted(model, 'n_features_in_'))} features")
     kernel = fitted(model, "kernel_")
     if kernel is not None:
-        print(f"kernel:     {kernel!r}, solver {fitted(model, 'solver_')} "
+        say(f"kernel:     {kernel!r}, solver {fitted(model, 'solver_')} "
               f"({or_unknown(fitted(model, 'n_iter_'))} passes)")
     eigenvalues = fitted(model, "eigenvalues_")
     ratios = fitted(model, "explained_variance_ratio_")
-    if eigenvalues is not None and ratios is not None:
+    if eigenvalues is not None and ratios is not None and not args.quiet:
         print_eigenvalues(eigenvalues, ratios)
     n_components = fitted(model, "n_components_")
     share = f" ({ratios.sum():.1%} of the variance)" if ratios is not None else ""
     return f"{type(model).__name__} with {or_unknown(n_components)} components{share}"
+
+
+def _silent(*_args: object) -> None:
+    """Print nothing (``--quiet``)."""
 
 
 def run_command(args: argparse.Namespace) -> str:
@@ -247,8 +252,9 @@ def run_command(args: argparse.Namespace) -> str:
         from dkpca._demo import run_demo
 
         model, summary = run_demo(args, client_options(args))
-        print("eigenvalues of the centred kernel matrix:")
-        print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)
+        if not args.quiet:
+            print("eigenvalues of the centred kernel matrix:")
+            print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)
         return summary
     reporting = progress_bar(sys.stderr, phase=args.command, interval=args.progress_interval)
     with reporting if not args.quiet else contextlib.nullcontext():
