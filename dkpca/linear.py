@@ -500,7 +500,6 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         small = not in_memory and n * d * X.dtype.itemsize <= block_bytes
         G, mean, *held = compute(tree_sum(parts), columns.mean(axis=0, dtype=np.float64),
                                  *([X] if small else []))
-        held = [X] if in_memory else held
         check_finite_statistics(G, mean)
         row_means = G.mean(axis=0)
         center_kernel_inplace(G, row_means, float(row_means.mean()))
@@ -514,9 +513,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v is
         # (X - 1 x₀ᵀ)ᵀ v, whose terms do not cancel for data far from the origin
         dual = (dual - dual.mean(axis=0)) / np.sqrt(eigenvalues)
-        if held:
+        if held:  # small lazy data, already computed here: one shifted copy
             vectors = np.subtract(held[0], held[0][:1], dtype=np.float64).T @ dual
-        else:
+        else:  # a feature chunk at a time (the caller's array is never copied whole)
             shifted = columns.astype(np.float64) - columns[:1].astype(np.float64)
             (vectors,) = compute(shifted.T @ da.from_array(dual))
         return mean, eigenvalues, flip_signs(vectors), total
