@@ -552,3 +552,16 @@ def test_a_solver_option_for_another_solver_is_refused(capsys):
     assert status == 2
     assert "--n-landmarks applies to --solver nystrom or fixed_size, not --solver randomized" \
         in capsys.readouterr().err
+
+
+def test_the_kernel_choices_do_not_depend_on_what_was_imported(capsys):
+    """'precomputed' joins the kernel registry when dkpca._precomputed is imported (the docs
+    build imports everything): the command, which fits data, must never offer it."""
+    import dkpca._precomputed  # noqa: F401 - registers "precomputed"
+    from dkpca.cli._arguments import build_parser
+
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["fit", "data.zarr", "--out", "m.zarr",
+                                   "--kernel", "precomputed"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'precomputed'" in capsys.readouterr().err

@@ -234,10 +234,15 @@ def _default(param: str) -> Any:
 
 
 def _named_kernels() -> list[str]:
-    """Every kernel name in the library's registry, so the command offers what it can fit."""
+    """Every kernel name in the library's registry, so the command offers what it can fit.
+
+    Not ``precomputed``: the command fits data, never a kernel matrix. (It joins the registry
+    when :mod:`dkpca._precomputed` is imported, so the choices would otherwise depend on what
+    was imported first: the generated docs listed it.)
+    """
     from dkpca.kernels._base import _named_kernels as registered
 
-    return registered()
+    return [name for name in registered() if name != "precomputed"]
 
 
 def _fields_parser(commands: Any, parents: list) -> None:
