@@ -132,6 +132,13 @@ def validation_count(validation: float, rest: int) -> int:
     return count
 
 
+def _check_components(n_components: int | None, n_train: int) -> None:
+    """Refuse more components than ``n_train - 1`` (a centred kernel's rank)."""
+    if n_components is not None and n_components > n_train - 1:
+        raise ValueError(f"select_model: n_components={n_components} exceeds n_train - 1 = "
+                         f"{n_train - 1}")
+
+
 def check_counts(n: int, n_train: int | None, validation: Any, n_components: int | None,
                  training: Any = "random") -> None:
     """Make the checks of ``select_model`` on its counts that need only ``n``, beforehand.
@@ -150,9 +157,7 @@ def check_counts(n: int, n_train: int | None, validation: Any, n_components: int
     if not isinstance(training, str):
         return
     count = training_count(n, n_train, validation is not None)
-    if n_components is not None and n_components > count - 1:
-        raise ValueError(f"select_model: n_components={n_components} exceeds n_train - 1 = "
-                         f"{count - 1}")
+    _check_components(n_components, count)
     if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
         validation_count(validation, n - count)
 
@@ -309,9 +314,7 @@ def select_model(
     index, train = _pick_training(Xd, training, n_train, validation is not None, rng_train, rule,
                                   icf_tol)
     n_t = index.size
-    if n_components is not None and n_components > n_t - 1:
-        raise ValueError(f"select_model: n_components={n_components} exceeds n_train - 1 = "
-                         f"{n_t - 1}")
+    _check_components(n_components, n_t)
     others, include_train, n_valid = _validation_set(Xd, validation, index, rng_valid)
     if train is None:  # gathered in the same pass as the moments and the variances
         train = dask.delayed(np.asarray)(Xd[index].astype(np.float64).rechunk({0: -1}))
