@@ -138,12 +138,11 @@ def test_shared_kernel_arrays_are_aligned_when_unpickled():
 
 
 @pytest.mark.parametrize("model", [KernelPCA(3, solver="randomized"),
-                                   KernelPCA(3, kernel="precomputed"),
                                    PCA(3, solver="randomized"), PCA(3, solver="sketch"),
                                    PCA(6), PCA(3, memory_budget=8 * 40 * 40 - 1),
                                    type("MyKernelPCA", (KernelPCA,), {})(3),
                                    type("MyPCA", (PCA,), {})(3)],
-                         ids=["randomized", "precomputed", "pca-randomized", "pca-sketch",
+                         ids=["randomized", "pca-randomized", "pca-sketch",
                               "pca-beyond-the-rank", "pca-gram-over-budget", "subclass",
                               "pca-subclass"])
 def test_only_exact_refits_share_one_kernel(model):
@@ -289,3 +288,122 @@ def test_data_other_than_the_training_set_is_refused(method, model):
     order = rng.permutation(60)
     np.testing.assert_allclose(loo_projections(estimator, X[order], method),
                                loo_projections(estimator, X, method)[order], atol=1e-8)
+
+
+# --- components a refit on N - 1 points cannot have; precomputed kernels -----------------------
+
+def _rbf(X: np.ndarray, c: float) -> np.ndarray:
+    return np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / c)
+
+
+def _assert_equal_up_to_column_signs(got: np.ndarray, expected: np.ndarray,
+                                     atol: float) -> None:
+    """The full model's eigenvector signs are a convention: compare column by column."""
+    signs = np.where((got * expected).sum(axis=0) < 0, -1.0, 1.0)
+    np.testing.assert_allclose(got, expected * signs, atol=atol)
+
+
+def _literal_loo(K: np.ndarray, k: int) -> np.ndarray:
+    """Leave-one-out projections by literal refits: eigh of each fold's centred kernel.
+
+    Fold ``n`` centres ``K`` without row and column ``n``, keeps its top ``k`` eigenpairs and
+    projects every point by its centred kernel row on the fold's points; the fold's components
+    are assigned to the full model's by largest total ``|correlation|`` of the ``N`` points'
+    projections, then signed.
+    """
+    import scipy.optimize
+
+    def fit_and_project(rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        fold = K[np.ix_(keep, keep)]
+        m = len(fold)
+        H = np.eye(m) - 1.0 / m
+        values, vectors = np.linalg.eigh(H @ fold @ H)
+        values, vectors = values[::-1][:k], vectors[:, ::-1][:, :k]
+        cross = K[np.ix_(rows, keep)]
+        centred = (cross - cross.mean(axis=1, keepdims=True) - fold.mean(axis=0)
+                   + fold.mean())
+        return centred @ vectors / np.sqrt(values)
+
+    N = len(K)
+    everyone = np.arange(N)
+    full = fit_and_project(everyone, np.ones(N, dtype=bool))
+    out = np.empty((N, k))
+    for n in range(N):
+        keep = everyone != n
+        scores = fit_and_project(everyone, keep)
+        corr = np.corrcoef(full.T, scores.T)[:k, k:]
+        rows, cols = scipy.optimize.linear_sum_assignment(-np.abs(corr))
+        out[n, rows] = np.sign(corr[rows, cols]) * scores[n, cols]
+    return out
+
+
+@pytest.mark.parametrize("N, k", [(12, 10), (12, 3), (3, 1)])
+def test_exact_loo_with_up_to_n_minus_2_components_equals_literal_refits(N, k):
+    """``N - 2`` is the most a centred ``N - 1``-point refit has with non-zero variance."""
+    X = np.random.default_rng(3).normal(size=(N, 6))
+    model = KernelPCA(k, kernel=RBF(c=12.0)).fit(X)
+    got = loo_projections(model, X)
+    assert np.isfinite(got).all()
+    _assert_equal_up_to_column_signs(got, _literal_loo(_rbf(X, 12.0), k), atol=1e-9)
+
+
+@pytest.mark.parametrize("make, n_features", [
+    (lambda N: KernelPCA(kernel="rbf"), 6),  # the default keeps all N - 1
+    (lambda N: KernelPCA(N - 1, kernel="rbf"), 6),
+    (lambda N: KernelPCA(2, kernel="rbf"), 6),  # N = 3 below: k = 2 > N - 2
+    (lambda N: PCA(), 100),  # the default keeps min(N, D) = N
+    (lambda N: PCA(N - 1), 100),  # refits completed their basis with arbitrary directions
+    (lambda N: type("MyKernelPCA", (KernelPCA,), {})(N - 1, kernel="rbf"), 6),  # whole refits
+], ids=["kpca-default", "kpca-n-1", "kpca-n3-k2", "pca-default", "pca-n-1", "subclass"])
+def test_more_components_than_a_refit_can_have_are_refused(make, n_features):
+    """Before: NaN columns, components in the wrong column, or arbitrary numbers, silently."""
+    N = 3 if n_features == 6 and make(20).n_components == 2 else 20
+    X = np.random.default_rng(1).normal(size=(N, n_features))
+    with pytest.raises(ValueError, match=f"fit the model with n_components <= {N - 2}"):
+        loo_projections(make(N).fit(X), X)
+    fitted = make(N).set_params(n_components=N - 2).fit(X)
+    assert np.isfinite(loo_projections(fitted, X)).all()
+
+
+def test_a_refit_without_a_direction_is_refused():
+    """Row 0 alone leaves the plane of the others: its refit has two components, not three."""
+    rng = np.random.default_rng(0)
+    X = np.zeros((8, 3))
+    X[:, :2] = rng.normal(size=(8, 2))
+    X[0, 2] = 5.0
+    for model in (KernelPCA(3, kernel="linear"), PCA(3)):
+        with pytest.raises(ValueError, match="refit without row 0 has 2 components"):
+            loo_projections(model.fit(X), X)
+    flat = X.copy()
+    flat[0, 2] = 0.0  # now PCA's third component has no variance at all
+    with pytest.raises(ValueError, match=r"components \[3\] of the PCA"):
+        loo_projections(PCA(3).fit(flat), flat)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: KernelPCA(2, kernel="precomputed"),  # the folds of one kernel matrix: K itself
+    lambda: type("MyKernelPCA", (KernelPCA,), {})(2, kernel="precomputed"),  # whole refits
+    lambda: __import__("sklearn.decomposition").decomposition.KernelPCA(2, kernel="precomputed"),
+], ids=["folds", "whole-refits", "sklearn"])
+def test_exact_loo_from_a_precomputed_kernel_equals_the_explicit_kernels(make):
+    X = np.random.default_rng(0).normal(size=(30, 50))
+    K = _rbf(X, 100.0)
+    got = loo_projections(make().fit(K), K)
+    explicit = loo_projections(KernelPCA(2, kernel=RBF(c=100.0)).fit(X), X)
+    np.testing.assert_allclose(got, explicit, atol=1e-10)
+    _assert_equal_up_to_column_signs(got, _literal_loo(K, 2), atol=1e-10)
+
+
+def test_precomputed_folds_share_the_given_matrix():
+    X = np.random.default_rng(0).normal(size=(40, 5))
+    K = _rbf(X, 10.0)
+    folds = kernel_folds(KernelPCA(3, kernel="precomputed"), K)
+    np.testing.assert_array_equal(folds.K, K)
+    assert kernel_folds(KernelPCA(3, kernel="precomputed", solver="randomized"), K) is None
+
+
+def test_approximate_loo_of_a_precomputed_kernel_says_why_not():
+    X = np.random.default_rng(0).normal(size=(30, 50))
+    K = _rbf(X, 100.0)
+    with pytest.raises(ValueError, match="needs the data in input space.*use method='exact'"):
+        loo_projections(KernelPCA(2, kernel="precomputed").fit(K), K, "approximate")

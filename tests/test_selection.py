@@ -358,6 +358,52 @@ def test_bad_arguments_are_refused(square, bad, match):
         select_model(square[:200], **{"n_draws": 2, **bad})
 
 
+def test_a_boolean_training_mask_picks_its_true_rows():
+    X, _, _ = make_semicircles(200, random_state=0)
+    mask = np.zeros(200, dtype=bool)
+    mask[::4] = True
+    options = {"n_draws": 3, "sigma2_grid": [1.0, 3.0], "random_state": 0}
+    by_mask = select_model(X, training=mask, **options)
+    by_index = select_model(X, training=np.flatnonzero(mask), **options)
+    np.testing.assert_array_equal(by_mask.training_index, np.flatnonzero(mask))
+    np.testing.assert_array_equal(by_mask.table["data_eigenvalues"].values,
+                                  by_index.table["data_eigenvalues"].values)
+    with pytest.raises(ValueError, match="one entry per row of X"):
+        select_model(X, training=mask[:100], **options)
+
+
+@pytest.mark.parametrize("conflict, match", [
+    ({"training": np.arange(50), "n_train": 10}, "n_train=10 and training"),
+    ({"n_components": 3, "max_components": 2}, "n_components=3 exceeds max_components=2"),
+])
+def test_conflicting_arguments_are_refused(conflict, match):
+    """Neither is silently ignored any more: the table showed n_train=50, and 3 components."""
+    X, _, _ = make_semicircles(200, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        select_model(X, n_draws=3, sigma2_grid=[1.0], random_state=0, **conflict)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_valued_distances_are_refused_whatever_the_seed(seed):
+    """Repeated one-hot rows: distances 0 and sqrt(2) only, kurtosis = skewness² + 1.
+
+    No Pearson law has these moments; rounding used to decide between a deep fit_pearson
+    error and a result.
+    """
+    X = np.repeat(np.eye(10), 4, axis=0)
+    train = X[np.random.default_rng(seed).choice(40, 20, replace=False)]
+    r = pdist(train)
+    assert np.unique(r).size == 2  # the cause, checked independently
+    z = (r - r.mean()) / r.std()
+    assert (z**4).mean() == pytest.approx((z**3).mean() ** 2 + 1, rel=1e-12)
+    with pytest.raises(ValueError, match="take only two values"):
+        select_model(X, n_train=20, n_draws=3, validation=None, sigma2_grid=[0.5, 1, 2],
+                     random_state=seed)
+    with pytest.raises(ValueError, match="take only two values"):
+        select_model(np.repeat(np.eye(2), 10, axis=0), n_train=10, n_draws=3,
+                     sigma2_grid=[0.5, 1], random_state=seed)
+
+
 def test_result_plot_and_kpca(tmp_path):
     X, _, _ = make_semicircles(200, random_state=0)
     for method in ("mdd", "kpa", "shannon"):
@@ -369,6 +415,9 @@ def test_result_plot_and_kpca(tmp_path):
         matplotlib.pyplot.close(figure)
     model = result.to_kpca(random_state=0)
     assert (model.n_components, model.sigma2) == (result.n_components, result.sigma2)
+    # the caller's arguments override the selected ones (this raised "multiple values")
+    model = result.to_kpca(n_components=1, solver="randomized")
+    assert (model.n_components, model.sigma2, model.solver) == (1, result.sigma2, "randomized")
 
 
 def test_nothing_selected_is_reported_clearly():

@@ -35,6 +35,7 @@ import numpy as np
 
 from dkpca._device import aligned_operand
 from dkpca._estimator import parse_size
+from dkpca._precomputed import PrecomputedKernel, indexed_kernel_rows
 from dkpca.blocked import DEFAULT_BLOCK_BYTES, center_kernel_inplace, gather_kernel
 from dkpca.kernels import Kernel, Linear
 from dkpca.linalg import DEPENDENT_GRAM, flip_signs, top_eigh
@@ -297,8 +298,9 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
 
     ``estimator`` is the unfitted template every refit clones (its component count fixed).
     Returns ``None`` (refit each fold as a whole) unless it is, not as a subclass, either a
-    :class:`~dkpca.KernelPCA` on an input-space kernel whose fit on ``N - 1`` of the
-    ``(N, D)`` float64 rows ``X`` would run the exact solver, or a :class:`~dkpca.PCA` whose
+    :class:`~dkpca.KernelPCA` whose fit on ``N - 1`` of the ``(N, D)`` float64 rows ``X``
+    would run the exact solver (with ``kernel="precomputed"``, ``X`` is the ``N × N`` kernel
+    matrix, and the folds take it as it is), or a :class:`~dkpca.PCA` whose
     fit would run an exact solver (covariance or Gram), whose ``N × N`` Gram matrix fits its
     ``memory_budget``, and whose ``k`` components are clear of zero variance on every fold:
     its folds are kernel PCA's with the linear kernel (the Gram matrix), whose scores are
@@ -315,6 +317,9 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
     True
     >>> kernel_folds(KernelPCA(2, solver="randomized"), X) is None
     True
+    >>> K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> bool(np.allclose(kernel_folds(KernelPCA(2, kernel="precomputed"), K).K, K))
+    True
     """
     from dkpca.decomposition import KernelPCA
     from dkpca.linear import PCA
@@ -330,9 +335,12 @@ def kernel_folds(estimator: Any, X: np.ndarray) -> KernelFolds | None:
         # every fold centres its Gram matrix, which ignores a shift common to all rows: by the
         # first row, the entries stay at the data's spread, not its distance from the origin
         X = X - X[:1]
-    elif (type(estimator) is KernelPCA and not estimator._precomputed
+    elif (type(estimator) is KernelPCA
           and estimator._solver_for(n - 1, X.dtype.itemsize)[0] == "exact"):
-        kernel = estimator._resolve_kernel(d)
+        if estimator._precomputed:  # X is K: its rows, indexed, are the samples a refit reads
+            kernel, X = PrecomputedKernel(n), indexed_kernel_rows(X, "KernelPCA")
+        else:
+            kernel = estimator._resolve_kernel(d)
         block_bytes = parse_size(estimator.block_size, "block_size", "KernelPCA")
         rule = estimator._component_rule()
     else:

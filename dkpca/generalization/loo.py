@@ -22,6 +22,13 @@ the inflation and calibrates the cure (:class:`~dkpca.generalization.Renormalize
   projection of ``x_n`` without its orthogonal part on the full-sample eigenvectors. When
   ``N`` exceeds the rank of the data, every point lies in the span of the others and the
   approximation returns the full-sample projections.
+
+A refit on ``N - 1`` points, centred, has at most ``N - 2`` components with non-zero variance,
+so a model that keeps more (``KernelPCA()`` and ``PCA()`` with their default
+``n_components=None`` keep ``N - 1`` or ``min(N, D)``) has components no refit can estimate:
+``loo_projections`` refuses it, naming the largest ``n_components`` that works, rather than
+return columns with no leave-one-out meaning. The same holds for any refit that finds fewer
+components with non-zero variance than the model keeps (a point that alone spans a direction).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import check_is_fitted, check_random_state
 from dkpca.blocked import compute, scheduler_threads
 from dkpca.linalg import single_threaded_blas
+from dkpca.solvers._components import ZERO_RATIO
 
 from ._kernel_folds import KernelFolds, kernel_folds
 
@@ -86,8 +94,9 @@ def _match(full: np.ndarray, refit: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Column order and signs that align ``refit``'s components with ``full``'s."""
     a = full - full.mean(axis=0)
     b = refit - refit.mean(axis=0)
-    corr = (a.T @ b) / np.outer(np.linalg.norm(a, axis=0), np.linalg.norm(b, axis=0))
-    rows, cols = scipy.optimize.linear_sum_assignment(-np.abs(np.nan_to_num(corr)))
+    norms = np.outer(np.linalg.norm(a, axis=0), np.linalg.norm(b, axis=0))
+    corr = np.divide(a.T @ b, norms, out=np.zeros_like(norms), where=norms > 0)
+    rows, cols = scipy.optimize.linear_sum_assignment(-np.abs(corr))
     order = cols[np.argsort(rows)]
     signs = np.sign(corr[np.arange(len(order)), order])
     return order, np.where(signs == 0, 1.0, signs)
@@ -109,17 +118,31 @@ def _fixed_components(estimator: Any, k: int) -> Any:
     return template
 
 
+def _precomputed(estimator: Any) -> bool:
+    """Whether ``estimator`` takes a precomputed kernel matrix in place of the data."""
+    kernel = estimator.get_params().get("kernel") if hasattr(estimator, "get_params") else None
+    return isinstance(kernel, str) and kernel == "precomputed"
+
+
 def _loo_task(estimator: Any, X: np.ndarray, full_scores: np.ndarray, n: int,
               seed: np.random.SeedSequence) -> np.ndarray:
-    """Refit without row ``n``; return its aligned projection ``(k,)``."""
+    """Refit without row ``n``; return its aligned projection ``(k,)``.
+
+    For a precomputed kernel ``X`` is ``K``: the refit takes ``K`` without row and column
+    ``n``, and projects every point by its kernel row on the ``N - 1`` points it keeps.
+    """
     model = clone(estimator)
     if "random_state" in model.get_params():
         model.set_params(random_state=int(seed.generate_state(1)[0]))
     keep = np.ones(len(X), dtype=bool)
     keep[n] = False
     with dask.config.set(scheduler="sync"):  # a task runs its refit in place
-        model.fit(X[keep])
-        scores = np.asarray(model.transform(X))
+        if _precomputed(model):
+            model.fit(X[np.ix_(keep, keep)])
+            scores = np.asarray(model.transform(X[:, keep]))
+        else:
+            model.fit(X[keep])
+            scores = np.asarray(model.transform(X))
     return _matched_row(scores, full_scores, n)
 
 
@@ -133,20 +156,35 @@ def _kernel_folds_task(folds: KernelFolds, full_scores: np.ndarray,
 
 
 def _matched_row(scores: np.ndarray, full_scores: np.ndarray, n: int) -> np.ndarray:
-    """Row ``n`` of a refit's ``scores``, its components matched to ``full_scores``'."""
+    """Row ``n`` of a refit's ``scores``, its components matched to ``full_scores``'.
+
+    Only the refit's components with variance over its own points are candidates: a refit
+    returns a column of zeros, or (linear PCA) an arbitrary completion of its basis, for a
+    direction its ``N - 1`` points do not span, and neither is a leave-one-out projection.
+    """
     k = full_scores.shape[1]
-    if scores.shape[1] < k:
-        raise ValueError(f"a leave-one-out refit found {scores.shape[1]} components, fewer than "
-                         f"the full model's {k}; fix n_components")
-    order, signs = _match(full_scores, scores[:, :k] if scores.shape[1] == k else scores)
-    return scores[n, order[:k]] * signs[:k]
+    spread = np.delete(scores, n, axis=0).var(axis=0)
+    live = np.flatnonzero(spread > ZERO_RATIO * max(float(spread.max(initial=0.0)),
+                                                    np.finfo(np.float64).tiny))
+    if live.size < k:
+        raise ValueError(f"loo_projections: the refit without row {n} has {live.size} "
+                         f"components with non-zero variance, fewer than the model's {k} (row "
+                         f"{n} alone spans a direction of the model); fit the model with "
+                         f"n_components <= {live.size}")
+    order, signs = _match(full_scores, scores[:, live])
+    return scores[n, live[order]] * signs
 
 
 def _approximate(estimator: Any, X: np.ndarray, full_scores: np.ndarray) -> np.ndarray:
     from dkpca.kernels import RBF
 
-    residuals, d2 = orthogonal_residuals(X)
     kernel = getattr(estimator, "kernel_", None)
+    if _precomputed(estimator):
+        raise ValueError("loo_projections: method='approximate' needs the data in input space "
+                         "(each point's distance to the span of the others), which a model "
+                         "fitted on a precomputed kernel matrix does not have; use "
+                         "method='exact', which refits from the kernel matrix")
+    residuals, d2 = orthogonal_residuals(X)
     if kernel is not None:
         if not isinstance(kernel, RBF):
             raise ValueError(f"the approximate leave-one-out projection is for RBF kernels (and "
@@ -169,10 +207,12 @@ def loo_projections(
         (or any scikit-learn transformer for ``method="exact"``).
     X : (N, D) array-like
         The training data (in memory: the setting is ``N`` small, ``D`` large).
+        For ``KernelPCA(kernel="precomputed")``: the ``(N, N)`` training kernel matrix.
     method : {"exact", "approximate"}, default="exact"
         ``"exact"``: ``N`` refits run as parallel Dask tasks (exact kernel PCA: from one
-        kernel matrix, several folds a task); ``"approximate"``: one Gram inverse (RBF kernel
-        PCA or linear PCA).
+        kernel matrix, several folds a task; a precomputed kernel: from the given matrix);
+        ``"approximate"``: one Gram inverse (RBF kernel PCA or linear PCA, on input-space
+        data).
     random_state : int, Generator or None
         Seeds the refits' own randomness (one ``SeedSequence`` child per refit).
 
@@ -181,6 +221,17 @@ def loo_projections(
     (N, k) array
         Row ``n``: the projection of ``x_n`` on the model without it, with components aligned
         (order and sign) to the full-sample model's.
+
+    Raises
+    ------
+    ValueError
+        When the model keeps more than ``N - 2`` components (``method="exact"``): a refit on
+        ``N - 1`` centred points has at most ``N - 2`` with non-zero variance, so the others
+        have no leave-one-out projection. The defaults ``KernelPCA()`` (every non-zero
+        component, ``N - 1`` for most data) and ``PCA()`` (``min(N, D)``) keep more; fit with
+        ``n_components <= N - 2``. Likewise when a refit finds fewer components with
+        non-zero variance than the model keeps, or the model keeps components with no
+        variance.
 
     References
     ----------
@@ -214,6 +265,7 @@ def loo_projections(
     _check_training_data(estimator, X, full_scores)
     if method == "approximate":
         return _approximate(estimator, X, full_scores)
+    _check_component_count(estimator, full_scores)
     template = _fixed_components(estimator, full_scores.shape[1])
     shared_scores = dask.delayed(full_scores)
     folds = kernel_folds(template, X)
@@ -231,6 +283,41 @@ def loo_projections(
              for n, seed in enumerate(seeds)]
     logger.info("leave-one-out: %d refits of %s", len(tasks), type(estimator).__name__)
     return np.stack(compute(*tasks))
+
+
+def _check_component_count(estimator: Any, full_scores: np.ndarray) -> None:
+    """Refuse a model whose components the ``N - 1``-point refits cannot all estimate.
+
+    A centred refit on ``N - 1`` points has at most ``N - 2`` components with non-zero
+    variance, so dkpca's models may keep at most that many; and a component of the model with
+    no variance has no direction for a refit's to match. (Other transformers need not centre:
+    their refits are checked one by one, :func:`_matched_row`.)
+    """
+    from dkpca.decomposition import KernelPCA
+    from dkpca.linear import PCA
+
+    N, k = full_scores.shape
+    name = type(estimator).__name__
+    requested = estimator.get_params().get("n_components")
+    kept = (f"n_components=None, the default, keeps all {k}" if requested is None
+            else f"n_components={requested!r} keeps {k}")
+    if isinstance(estimator, KernelPCA | PCA) and k > N - 2:
+        raise ValueError(
+            f"loo_projections: {name} keeps {k} components ({kept}), but a refit on the "
+            f"N - 1 = {N - 1} points without one has at most N - 2 = {N - 2} with non-zero "
+            f"variance (centring takes one), so "
+            f"{f'component {k} has' if k == N - 1 else f'components {N - 1} to {k} have'} no "
+            f"leave-one-out projection; fit the model with n_components <= {N - 2}")
+    variance = getattr(estimator, "explained_variance_", None)
+    variance = (np.asarray(variance, dtype=np.float64) if variance is not None
+                and np.shape(variance) == (k,) else full_scores.var(axis=0))
+    empty = np.flatnonzero(~(variance > ZERO_RATIO * max(float(variance.max(initial=0.0)),
+                                                         np.finfo(np.float64).tiny)))
+    if empty.size:
+        raise ValueError(
+            f"loo_projections: components {(empty + 1).tolist()} of the {name} ({kept}) have "
+            f"no variance on the training data, so they have no leave-one-out projection; fit "
+            f"the model with n_components <= {int(empty[0])}")
 
 
 def _check_training_data(estimator: Any, X: np.ndarray, scores: np.ndarray) -> None:

@@ -26,6 +26,11 @@ __all__ = ["DistanceMoments", "distance_moments"]
 #: Distance entries evaluated at once inside a task (bounds a task's temporary memory).
 _TILE_ENTRIES = 2**21
 
+#: Relative gap ``(β2 - γ² - 1) / β2`` at or below which the distances form a two-point law:
+#: the moments' rounding (power sums about a shift near the mean, in float64) stays far below
+#: it, so every two-valued sample is caught whatever the seed or the training set.
+TWO_POINT_TOL = 1e-9
+
 
 @dataclass(frozen=True)
 class DistanceMoments:
@@ -113,9 +118,19 @@ def _moments(sums: np.ndarray, shift: float) -> DistanceMoments:
     mu4 = m4 - 4 * m1 * m3 + 6 * m1**2 * m2 - 3 * m1**4
     if var <= 0:
         raise ValueError("select_model: all distances are equal; the data have no spread.")
+    skewness, kurtosis = float(mu3 / var**1.5), float(mu4 / var**2)
+    # Every distribution has β2 >= γ² + 1, with equality exactly for two-point laws, which no
+    # Pearson distribution reaches; rounding puts a two-valued sample on either side.
+    if kurtosis - (skewness * skewness + 1) <= TWO_POINT_TOL * kurtosis:
+        raise ValueError(
+            f"select_model: the distances between points take only two values (kurtosis "
+            f"{kurtosis:.6g} = skewness**2 + 1, a two-point law), as for repeated copies of a "
+            f"few points (e.g. one-hot rows); MDD draws noise distances from a continuous "
+            f"Pearson law with these moments, and none has them. Remove duplicated rows, use "
+            f"validation data with more varied distances, or use method='kpa'.")
     return DistanceMoments(
-        mean=float(shift + m1), std=math.sqrt(var), skewness=float(mu3 / var**1.5),
-        kurtosis=float(mu4 / var**2), maximum=float(sums[5]), count=int(n),
+        mean=float(shift + m1), std=math.sqrt(var), skewness=skewness,
+        kurtosis=kurtosis, maximum=float(sums[5]), count=int(n),
     )
 
 

@@ -57,22 +57,36 @@ class ModelSelection:
     def to_kpca(self, **params: Any) -> Any:
         """Return a :class:`dkpca.KernelPCA` with the chosen RBF width and number of components.
 
-        ``params`` go to ``KernelPCA`` as well (``solver``, ``random_state``, ...).
+        ``params`` go to ``KernelPCA`` as well (``solver``, ``random_state``, ...), and
+        override the selected ones (``n_components=2`` keeps two components at the chosen
+        ``σ²``).
 
         Raises
         ------
         ValueError
-            When nothing was selected (``n_components == 0``).
+            When nothing was selected (``n_components == 0``) and ``params`` do not say what
+            to use instead.
+
+        Examples
+        --------
+        >>> import dkpca
+        >>> from dkpca.datasets import make_semicircles
+        >>> X, _, _ = make_semicircles(300, random_state=0)
+        >>> result = dkpca.select_model(X, n_draws=10, n_train=100, random_state=0)
+        >>> kp = result.to_kpca(n_components=1, random_state=0)
+        >>> kp.n_components, kp.sigma2 == result.sigma2
+        (1, True)
         """
         from dkpca.decomposition import KernelPCA
 
-        if self.sigma2 is None or self.n_components == 0:
+        if ((self.sigma2 is None and "sigma2" not in params)
+                or (self.n_components == 0 and "n_components" not in params)):
             raise ValueError(
                 f"{_TITLES[self.method]} found no component above the noise at any sigma2 of "
                 f"the grid; widen sigma2_grid, or give n_components to choose sigma2 only."
             )
-        return KernelPCA(n_components=self.n_components, kernel="rbf", sigma2=self.sigma2,
-                         **params)
+        chosen = {"n_components": self.n_components, "kernel": "rbf", "sigma2": self.sigma2}
+        return KernelPCA(**{**chosen, **params})
 
     def _shown_sigma2(self) -> float:
         """Return the grid's ``σ²`` whose spectra are drawn: the choice, else the nearest."""

@@ -66,7 +66,17 @@ def _pick_training(Xd, training, n_train, has_validation, rng, rule_of_thumb, ic
     """Return ``(index, train)``; ``train`` is in memory, or ``None`` to gather lazily."""
     n = Xd.shape[0]
     if not isinstance(training, str):
-        index = np.unique(np.asarray(training, dtype=np.int64))
+        given = np.asarray(training)
+        if given.dtype == bool:  # a mask: its True rows
+            if given.shape != (n,):
+                raise ValueError(f"select_model: a boolean training mask needs one entry per "
+                                 f"row of X ({n}), got shape {given.shape}")
+            given = np.flatnonzero(given)
+        if n_train is not None:
+            raise ValueError(f"select_model: n_train={n_train} and training given as rows "
+                             f"({given.size}) conflict; the rows fix the training set, so "
+                             f"leave n_train unset")
+        index = np.unique(given.astype(np.int64))
         if index.size < 3 or index[0] < 0 or index[-1] >= n:
             raise ValueError(f"select_model: training must hold at least 3 row indices in "
                              f"[0, {n}), got {index.size} rows from {index[:1]} to {index[-1:]}")
@@ -257,20 +267,21 @@ def select_model(
         Monte Carlo draws (MDD) or permutations (kPA), run as parallel tasks.
     percentile : float, default=95
         The noise spectrum is this percentile, per index, of the draws' eigenvalues.
-    training : {"random", "fs2", "icf"} or sequence of int, default="random"
+    training : {"random", "fs2", "icf"}, sequence of int or boolean mask, default="random"
         The training set: ``n_train`` random rows; ``n_train`` fixed-size landmarks maximising
         the quadratic Renyi entropy (FS2, k-means start); the pivots of an incomplete Cholesky
         factorisation at the rule-of-thumb width (``icf_tol``, at most ``n_train`` pivots); or
-        explicit row indices.
+        explicit rows, as indices or as a boolean mask with one entry per row of ``X``.
     n_train : int, optional
         Training-set size. Default: half the rows (all of them without validation), at most
-        1000 — each draw decomposes ``n_train × n_train`` matrices.
+        1000 — each draw decomposes ``n_train × n_train`` matrices. Not with explicit
+        ``training`` rows, which fix the size.
     validation : "rest", None, int, float or array-like, default="rest"
         The points the training distances also run to: every row outside the training set;
         none; that many (or that fraction of) random rows outside it; or separate data.
     max_components : int, optional
         Compute only this many leading eigenvalues (default: all ``n_train``); components are
-        then counted up to it.
+        then counted up to it. At least ``n_components`` when both are given.
     entropy_bins : int, default=100
         Histogram bins of ``[0, 1]`` for ``method="shannon"``.
     icf_tol : float, optional
@@ -304,6 +315,10 @@ def select_model(
               "percentile": percentile, "n_train": n_train, "max_components": max_components,
               "entropy_bins": entropy_bins, "icf_tol": icf_tol}
     validate_params(params, _CONSTRAINTS, "select_model")
+    if n_components is not None and max_components is not None and n_components > max_components:
+        raise ValueError(f"select_model: n_components={n_components} exceeds "
+                         f"max_components={max_components}, the most eigenvalues computed; "
+                         f"raise max_components or leave it unset")
     Xd = as_dask(X)
     streams = check_random_state(random_state).spawn(3)
     rng_train, rng_valid = (np.random.default_rng(s) for s in streams[:2])
