@@ -72,6 +72,20 @@ def test_sst_eofs_match_xeofs(sst):
     np.testing.assert_array_equal(components.latitude, sst.latitude)
 
 
+def test_sst_standardized_eofs_match_xeofs(sst):
+    """xeofs standardises with the ddof=0 standard deviation: the same numbers, not n/(n-1)."""
+    xeofs = pytest.importorskip("xeofs.single")
+    reference = xeofs.EOF(n_modes=3, use_coslat=True, standardize=True, solver="full")
+    reference.fit(sst, dim="time")
+    ours = FieldModel(dkpca.PCA(n_components=3), "time", weights="coslat",
+                      standardize=True).fit(sst)
+    np.testing.assert_allclose(ours.explained_variance(), reference.explained_variance(),
+                               rtol=1e-7)  # ddof=1 is 2 % off (n = 50)
+    expected = reference.scores(normalized=False).transpose("time", "mode").values
+    np.testing.assert_allclose(same_up_to_sign(ours.scores_.values, expected, axis=1),
+                               expected, rtol=1e-6, atol=1e-8 * np.abs(expected).max())
+
+
 def test_sst_full_rank_reconstruction(sst):
     model = FieldModel(dkpca.PCA(), "time", weights="coslat").fit(sst)
     rebuilt = model.inverse_transform(model.transform(sst)).transpose(*sst.dims)
@@ -123,11 +137,13 @@ def test_coslat_needs_a_latitude(field):
 def test_standardize_and_weights_are_undone_on_the_grid(field):
     model = FieldModel(dkpca.PCA(), "time", weights="coslat", standardize=True).fit(field)
     X = ocean_matrix(field)
-    standardised = X / X.std(axis=0, ddof=1) * ocean_matrix(field.isel(time=[0]) * 0 + 1,
+    # ddof=0, as xeofs and StandardScaler; eigenvalues of the covariance (n - 1) by numpy
+    standardised = X / X.std(axis=0, ddof=0) * ocean_matrix(field.isel(time=[0]) * 0 + 1,
                                                             coslat(field))[0]
-    reference = dkpca.PCA().fit(standardised)
+    eigenvalues = np.linalg.eigvalsh(np.cov(standardised, rowvar=False))[::-1]
+    np.testing.assert_allclose(model.explained_variance(), eigenvalues, rtol=1e-10)
     np.testing.assert_allclose(model.explained_variance_ratio(),
-                               reference.explained_variance_ratio_, rtol=1e-10)
+                               eigenvalues / eigenvalues.sum(), rtol=1e-10)
     rebuilt = model.inverse_transform(model.scores_)
     np.testing.assert_allclose(rebuilt.transpose(*field.dims).values, field.values, atol=1e-10)
     unweighted = model.components(weighted=False)
@@ -326,3 +342,112 @@ def test_a_list_of_named_variables_is_matched_by_name():
                                   model.transform([sst.rename(None), t2m.rename(None)]).values)
     unnamed = FieldModel(dkpca.PCA(n_components=2), "time").fit([sst.rename(None), t2m])
     assert unnamed.transform([sst, t2m]).shape == (30, 2)
+
+
+# ----------------------------------------------------------- dtypes, labels, names, weights
+
+@pytest.mark.parametrize("options", [{"weights": "coslat"}, {"standardize": True}])
+@pytest.mark.parametrize("dtype", [np.int32, np.int16])
+def test_an_integer_field_is_the_float_field(options, dtype):
+    """The scales (sqrt(cos lat) < 1, 1 / std) were cast to the field's integer dtype: 0."""
+    rng = np.random.default_rng(0)
+    counts = xr.DataArray(rng.integers(0, 50, size=(40, 3, 4)), dims=("time", "lat", "lon"),
+                          coords={"lat": [-60.0, 0.0, 45.0], "lon": np.arange(4.0)})
+    field = counts.astype(dtype)
+    model = FieldModel(dkpca.PCA(n_components=3), "time", **options).fit(field)
+    X = counts.values.reshape(40, -1).astype(np.float64)
+    w = coslat(counts).ravel() if "weights" in options else 1.0 / X.std(axis=0)
+    eigenvalues = np.linalg.eigvalsh(np.cov(X * w, rowvar=False))[::-1][:3]
+    np.testing.assert_allclose(model.explained_variance(), eigenvalues, rtol=1e-5)
+    assert model.scores_.dtype == model.transform(field).dtype
+    np.testing.assert_allclose(model.scores_, model.transform(field), rtol=1e-4,
+                               atol=1e-4 * float(np.abs(model.scores_).max()))
+
+
+@pytest.mark.parametrize("estimator", [dkpca.PCA(2), dkpca.KernelPCA(2, kernel="rbf", gamma=0.1)],
+                         ids=["pca", "kpca"])
+def test_float32_in_float32_out(field, estimator):
+    """scores_ and transform agree in dtype: float32 for a float32 field, as dkpca.PCA."""
+    single = field.astype(np.float32)
+    model = FieldModel(estimator, "time").fit(single)
+    assert model.scores_.dtype == np.float32
+    assert model.transform(single).dtype == np.float32
+    assert model.transform(single.chunk({"time": 20})).dtype == np.float32
+    np.testing.assert_allclose(model.transform(single), model.scores_, atol=1e-4)
+    assert FieldModel(estimator, "time").fit(field).transform(field).dtype == np.float64
+
+
+def test_inverse_transform_matches_modes_by_label(field):
+    model = FieldModel(dkpca.PCA(n_components=3), "time", weights="coslat").fit(field)
+    scores = model.scores_
+    whole = model.inverse_transform(scores)
+    xr.testing.assert_allclose(model.inverse_transform(scores.isel(mode=[2, 0, 1])), whole)
+    # modes left out count as 0: the same as zeroing them by hand
+    zeroed = scores.copy(data=scores.values * np.array([0.0, 1.0, 1.0]))
+    xr.testing.assert_allclose(model.inverse_transform(scores.sel(mode=[3, 2])),
+                               model.inverse_transform(zeroed))
+    unlabelled = scores.drop_vars("mode")  # no labels: taken in order
+    xr.testing.assert_allclose(model.inverse_transform(unlabelled), whole)
+    with pytest.raises(ValueError, match=r"modes \[4\] that the model lacks"):
+        model.inverse_transform(scores.assign_coords(mode=[2, 3, 4]))
+
+
+def test_fit_leaves_the_estimator_given_as_it_was(field):
+    """Two FieldModels sharing one estimator: fitting the second changed the first's model_."""
+    shared = dkpca.PCA(n_components=2)
+    other = field.isel(time=slice(0, 30)) * 3.0 + field.isel(time=slice(30, 60)).values
+    a = FieldModel(shared, "time").fit(field)
+    before = a.transform(field)
+    b = FieldModel(shared, "time").fit(other)
+    assert not hasattr(shared, "n_features_in_")
+    assert a.model_ is not b.model_ and a.model is shared
+    xr.testing.assert_identical(a.transform(field), before)
+    xr.testing.assert_allclose(a.scores_, a.transform(field))
+
+
+def test_dataset_variables_are_matched_by_name(field):
+    """open_zarr may list the variables alphabetically: the model must take them by name."""
+    rng = np.random.default_rng(1)
+    ice = xr.DataArray(rng.normal(size=field.shape), dims=field.dims, coords=field.coords)
+    ds = xr.Dataset({"sst": field, "ice": ice.where(field.notnull())})
+    model = FieldModel(dkpca.PCA(n_components=3), "time").fit(ds)
+    expected = model.transform(ds)
+    xr.testing.assert_identical(model.transform(ds[["ice", "sst"]]), expected)
+    lazy = model.transform(ds[["ice", "sst"]].chunk({"time": 16}))
+    xr.testing.assert_allclose(lazy.compute(), expected)
+    with pytest.raises(ValueError, match=r"the Dataset lacks \['ice'\].*ds\[\['sst', 'ice'\]\]"):
+        model.transform(ds[["sst"]])
+    with pytest.raises(ValueError, match=r"has others, \['wind'\]"):
+        model.transform(ds.assign(wind=field))
+
+
+def test_standardize_with_drop_samples_uses_the_samples_fitted(scattered, field):
+    """The standard deviation over the samples the model is fitted on, not those left out."""
+    scattered = scattered.copy()
+    scattered[12, 2, 2] = 1e3  # an outlier in a sample left out must not shrink that point
+    scattered[12, 1, 1] = np.nan
+    model = FieldModel(dkpca.PCA(), "time", standardize=True,
+                       nan_policy="drop_samples").fit(scattered)
+    kept = np.setdiff1d(np.arange(60), [7, 12, 30])
+    X = ocean_matrix(field.isel(time=kept))
+    eigenvalues = np.linalg.eigvalsh(np.cov(X / X.std(axis=0), rowvar=False))[::-1]
+    np.testing.assert_allclose(model.explained_variance(), eigenvalues, rtol=1e-10)
+    lazy = FieldModel(dkpca.PCA(), "time", standardize=True,
+                      nan_policy="drop_samples").fit(scattered.chunk({"time": 16}))
+    np.testing.assert_allclose(lazy.explained_variance(), eigenvalues, rtol=1e-10)
+
+
+def test_weights_dict_keys_must_name_variables(field):
+    ds = xr.Dataset({"sst": field, "t2m": field * 2.0})
+    with pytest.raises(ValueError, match=r"keys \['SST'\] that name no variable; the variables "
+                                         r"are \['sst', 't2m'\]"):
+        FieldModel(dkpca.PCA(2), "time", weights={"SST": "coslat"}).fit(ds)
+    # a lone DataArray is matched by its name
+    by_name = FieldModel(dkpca.PCA(2), "time", weights={"sst": "coslat"}).fit(field)
+    direct = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
+    xr.testing.assert_allclose(by_name.scores_, direct.scores_)
+    with pytest.raises(ValueError, match=r"keys \['t2m'\].*the variables are \['sst'\]"):
+        FieldModel(dkpca.PCA(2), "time", weights={"t2m": "coslat"}).fit(field)
+    with pytest.raises(ValueError, match=r"keys \['sst'\]\) but the DataArray has no name.*"
+                                         r"field.rename\('sst'\)"):
+        FieldModel(dkpca.PCA(2), "time", weights={"sst": "coslat"}).fit(field.rename(None))

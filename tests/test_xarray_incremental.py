@@ -244,3 +244,57 @@ def test_saved_model_continues_after_loading(field, estimator, tmp_path):
     assert_same_model(part, whole, field)
     xr.testing.assert_identical(dkpca.load(tmp_path / "field.zarr").scores_, part.scores_)
     assert part.scores_.n_samples_seen.values[[0, 20, 59]].tolist() == [20, 40, 60]
+
+
+# ------------------------------------------------------------- refused batches, estimators
+
+@pytest.mark.parametrize("change", ["no time index", "an extra coordinate"])
+def test_a_batch_with_other_coordinates_leaves_the_model_unchanged(field, change):
+    """The estimator was updated before the scores were joined, which then failed."""
+    whole = FieldModel(dkpca.PCA(n_components=3), "time").fit(field)
+    model = FieldModel(dkpca.PCA(n_components=3), "time").partial_fit(field.isel(time=slice(0, 30)))
+    before = model.scores_.copy()
+    rest = field.isel(time=slice(30, 60))
+    bad = (rest.drop_vars("time") if change == "no time index" else
+           rest.assign_coords(month=("time", rest.time.dt.month.values)))
+    with pytest.raises(ValueError, match=r"coordinates do not match.*The model is unchanged"):
+        model.partial_fit(bad)
+    assert model.n_samples_ == 30
+    xr.testing.assert_identical(model.scores_, before)
+    model.partial_fit(rest)  # the corrected batch counts once
+    assert_same_model(model, whole, field)
+
+
+def test_partial_fit_leaves_the_estimator_given_as_it_was(field):
+    given = dkpca.PCA(n_components=3)
+    model = FieldModel(given, "time").partial_fit(field.isel(time=slice(0, 30)))
+    assert not hasattr(given, "n_features_in_") and model.model_ is not given
+    model.partial_fit(field.isel(time=slice(30, 60)))
+    assert not hasattr(given, "n_features_in_")
+
+
+def test_an_integer_field_is_the_float_field(field):
+    """The coslat weights were cast to the field's integer dtype (all 0 or 1)."""
+    counts = (field.fillna(0.0) * 10).round().astype(np.int32)
+    counts = counts.isel(lat=slice(1, 3))  # no land: integers have no NaN
+    whole = FieldModel(dkpca.PCA(n_components=3), "time", weights="coslat").fit(
+        counts.astype(np.float64))
+    part = FieldModel(dkpca.PCA(n_components=3), "time", weights="coslat")
+    for batch in batches(counts, 3):
+        part.partial_fit(batch)
+    assert_same_model(part, whole, counts.astype(np.float64))
+    np.testing.assert_allclose(part.scores_.isel(time=slice(40, 60)),
+                               part.transform(counts.isel(time=slice(40, 60))), atol=1e-10)
+
+
+def test_a_dataset_batch_is_matched_by_name(field):
+    ice = (field * 0.5 + 1.0).rename("ice")
+    ds = xr.Dataset({"sst": field, "ice": ice})
+    whole = FieldModel(dkpca.PCA(n_components=3), "time").fit(ds)
+    part = FieldModel(dkpca.PCA(n_components=3), "time").partial_fit(ds.isel(time=slice(0, 30)))
+    part.partial_fit(ds[["ice", "sst"]].isel(time=slice(30, 60)))
+    np.testing.assert_allclose(part.explained_variance(), whole.explained_variance(),
+                               rtol=1e-10)
+    expected = whole.transform(ds).values
+    np.testing.assert_allclose(flipped(part.transform(ds[["ice", "sst"]]).values, expected),
+                               expected, atol=1e-10)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ._grid import GridLayout
+from ._grid import GridLayout, float_dtype, per_variable_weights
 
 __all__ = [
     "NAMED",
@@ -96,9 +96,7 @@ def check_weights_grid(pairs: list, sample_dims: tuple[str, ...], weights: Any) 
     Weights may cover more of a dimension than the field (they are selected at the field's
     coordinates); every point of the field needs a weight.
     """
-    per_variable = weights if isinstance(weights, dict) else None
-    for name, array in pairs:
-        w = per_variable.get(name) if per_variable is not None else weights
+    for (name, array), w in zip(pairs, per_variable_weights(weights, pairs), strict=True):
         if not isinstance(w, xr.DataArray):
             continue
         for dim in w.dims:
@@ -149,5 +147,7 @@ def clean_block(block: np.ndarray, kept: np.ndarray, land: np.ndarray, scale: np
     check_nan_pattern((~isnan[:, land]).any(axis=0), partial, gaps[partial].any(axis=0),
                       land, kept, drop, describe)
     ok = ~gaps.any(axis=1)
-    values = np.where(ok[:, None], block[:, kept], 0.0) * scale
-    return np.hstack([values, ok[:, None].astype(values.dtype)])
+    dtype = float_dtype(block.dtype)  # as the training matrix: float32 stays float32
+    values = np.where(ok[:, None], block[:, kept].astype(dtype), dtype.type(0))
+    values *= scale.astype(dtype)
+    return np.hstack([values, ok[:, None].astype(dtype)])

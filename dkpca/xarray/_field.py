@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 import xarray as xr
 
-from ._checks import check_grids, clean_block, positions
-from ._grid import GridLayout, as_variables
+from ._checks import NAMED, check_grids, clean_block, positions
+from ._grid import GridLayout, as_variables, float_dtype
 from ._incremental import estimator_has
 from ._training import all_rows, lay_out, sample_template
 
@@ -78,11 +79,15 @@ class FieldModel:
         Feature weights, applied to the data before the model sees it. ``"coslat"`` is
         ``sqrt(cos(latitude))`` clipped at 0, the latitude found among the feature
         dimensions or coordinates by its usual names (``lat``, ``latitude``, ...); a DataArray
-        broadcasts over the feature dimensions; a dict gives one per variable. Grid points of
-        weight 0 are left out (NaN in outputs).
+        broadcasts over the feature dimensions; a dict gives one per variable, keyed by the
+        variables' names (a lone DataArray's ``name``; a key naming no variable is an error,
+        a variable without a key is unweighted). Grid points of weight 0 are left out (NaN in
+        outputs).
     standardize : bool, default=False
-        Divide each grid point by its standard deviation over the training samples (NaN
-        ignored) before weighting; constant grid points are left out.
+        Divide each grid point by its standard deviation (``ddof=0``, as xeofs and
+        scikit-learn's ``StandardScaler``) over the training samples the model is fitted on
+        (NaN ignored; under ``nan_policy="drop_samples"``, the samples left out are not
+        counted) before weighting; constant grid points are left out.
     nan_policy : {"raise", "drop_samples", "drop_features"}, default="raise"
         Grid points NaN at every training sample (land) are always left out, and restored as
         NaN on the grid in every output; samples NaN everywhere are left out of the fit and get
@@ -93,7 +98,8 @@ class FieldModel:
     Attributes
     ----------
     model_ : KernelPCA or PCA
-        The fitted estimator.
+        The fitted estimator: a clone of ``model``, which is left as it was (so one estimator
+        may serve several FieldModels).
     layout_ : GridLayout
         The sample dimensions, each variable's grid and what the model sees of it.
     scores_ : xarray.DataArray
@@ -244,6 +250,10 @@ class FieldModel:
     def fit(self, data: Any) -> FieldModel:
         """Fit on ``data`` (DataArray, Dataset or list of DataArrays). Returns ``self``.
 
+        The estimator fitted, :attr:`model_`, is a clone of ``model``; ``model`` itself is
+        left as it was. A Dataset's variables are matched by name in ``transform`` and
+        ``partial_fit``, whatever their order.
+
         Examples
         --------
         >>> import numpy as np, xarray as xr, dkpca
@@ -269,12 +279,16 @@ class FieldModel:
         return self._fit(data)
 
     def _fit(self, data: Any) -> xr.DataArray:
-        model = self._estimator()
+        from sklearn.base import clone
+
+        # a clone: the estimator given is left as it was, so that two FieldModels sharing one
+        # (or a FieldModel refitted on other fields) never change each other's model_
+        model = clone(self._estimator())
         layout, X, rows, template = self._lay_out(data)
         self.layout_ = layout
         training = model.fit_transform(X[rows] if not rows.all() else X)
         self.model_ = model
-        scores = all_rows(training, rows)
+        scores = all_rows(training, rows, X.dtype)
         self.scores_ = self._scores_array(scores, template)
         return self.scores_
 
@@ -423,6 +437,7 @@ class FieldModel:
         """
         self._check()
         layout = self.layout_
+        data = layout.ordered(data)  # a Dataset's variables by name
         full = layout.matrix(data)
         _, pairs = as_variables(data)
         check_grids(layout, pairs)  # same shape, other coordinates: scores would be wrong
@@ -432,16 +447,17 @@ class FieldModel:
         drop = self.nan_policy == "drop_samples"
         if isinstance(full, da.Array):
             cleaned = full.rechunk({1: -1}).map_blocks(
-                clean_block, kept, land, scale, drop, None, dtype=np.float64,
+                clean_block, kept, land, scale, drop, None, dtype=float_dtype(full.dtype),
                 chunks=(full.chunks[0], (int(kept.sum()) + 1,)))
             X, ok = cleaned[:, :-1], cleaned[:, -1] > 0
-            scores = self.model_.transform(X)
+            scores = self.model_.transform(X).astype(X.dtype)  # as scores_ (see all_rows)
             scores = da.where(ok[:, None], scores, np.nan)
         else:
             describe = self._describer(template, pairs)
             cleaned = clean_block(full, kept, land, scale, drop, describe)
             X, ok = cleaned[:, :-1], cleaned[:, -1] > 0
-            scores = np.asarray(self.model_.transform(X), dtype=np.float64)
+            # the training matrix's dtype, as scores_: float32 data give float32 scores
+            scores = np.array(self.model_.transform(X), dtype=X.dtype)
             scores[~ok] = np.nan
         return self._scores_array(scores, template)
 
@@ -470,7 +486,10 @@ class FieldModel:
     def inverse_transform(self, scores: xr.DataArray) -> Any:
         """Fields from scores over ``(..., "mode")``: back onto the grid, weights undone.
 
-        NaN where the model has no data, and for scores that are NaN.
+        NaN where the model has no data, and for scores that are NaN. Scores are matched to
+        the model's modes by their ``mode`` labels, in any order; modes left out count as 0
+        (the mean along them), so ``scores.sel(mode=[1, 2])`` gives the reconstruction from
+        the first two modes. Scores without ``mode`` labels are taken in order.
 
         Examples
         --------
@@ -480,10 +499,15 @@ class FieldModel:
         >>> model = FieldModel(dkpca.PCA(2), "time", weights="coslat").fit(field)
         >>> model.inverse_transform(model.scores_).dims
         ('time', 'lat', 'lon')
+        >>> first = model.inverse_transform(model.scores_.sel(mode=[1]))  # mode 2 counts as 0
+        >>> bool(np.allclose(first, model.inverse_transform(model.scores_.where(
+        ...     model.scores_["mode"] == 1, 0.0))))
+        True
         """
         self._check()
         if MODE not in scores.dims:
             raise ValueError(f"scores need a {MODE!r} dimension, got {scores.dims}")
+        scores = self._by_mode(scores)
         lead = [d for d in scores.dims if d != MODE]
         ordered = scores.transpose(*lead, MODE)
         values = ordered.data
@@ -497,6 +521,29 @@ class FieldModel:
         X = X.reshape(*shape, X.shape[-1]) if len(shape) != 1 else X
         leading = {d: ordered.coords.get(d) for d in lead}
         return self.layout_.on_grid(X, leading, "reconstruction")
+
+    def _by_mode(self, scores: xr.DataArray) -> xr.DataArray:
+        """Return ``scores`` over the model's modes, in order, by their ``mode`` labels.
+
+        Modes missing from ``scores`` get the score 0 (the mean along them); scores without
+        ``mode`` labels are taken in order.
+        """
+        if MODE not in scores.indexes:
+            return scores
+        modes = self._modes()
+        labels = scores.indexes[MODE]
+        unknown = [m for m in labels.tolist() if m not in set(modes.tolist())]
+        if unknown:
+            raise ValueError(
+                f"the scores have modes {unknown[:NAMED]} that the model lacks; its modes are "
+                f"{modes[0]} to {modes[-1]}. Select them, e.g. scores.sel(mode=model."
+                f"explained_variance()['mode'])."
+            )
+        if labels.has_duplicates:
+            raise ValueError(f"the scores' modes are repeated: {labels.tolist()}")
+        if labels.equals(pd.Index(modes)):
+            return scores
+        return scores.reindex({MODE: modes}, fill_value=0.0)
 
     # ------------------------------------------------------------------------ outputs
 

@@ -23,7 +23,15 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-__all__ = ["LATITUDE_NAMES", "GridLayout", "VariableLayout", "as_variables", "build_layout"]
+__all__ = [
+    "LATITUDE_NAMES",
+    "GridLayout",
+    "VariableLayout",
+    "as_variables",
+    "build_layout",
+    "float_dtype",
+    "per_variable_weights",
+]
 
 #: Names under which ``weights="coslat"`` looks for the latitude (a dimension or coordinate).
 LATITUDE_NAMES = ("lat", "latitude", "nav_lat", "lats", "y_lat", "rlat")
@@ -51,6 +59,56 @@ def as_variables(data: Any) -> tuple[str, list[tuple[str | None, xr.DataArray]]]
         f"expected an xarray.DataArray, a Dataset or a list of DataArrays, got "
         f"{type(data).__name__}"
     )
+
+
+def float_dtype(dtype: Any) -> np.dtype:
+    """Return the floating dtype the model works in for data of ``dtype``.
+
+    Integers and float16 become float64 or float32 (their ``result_type`` with float32), so
+    that scales below 1 (``sqrt(cos(lat))``, ``1 / std``) are not truncated; float32 stays.
+
+    Examples
+    --------
+    >>> float_dtype(np.int16), float_dtype(np.int64), float_dtype(np.float32)
+    (dtype('float32'), dtype('float64'), dtype('float32'))
+    """
+    return np.dtype(np.result_type(dtype, np.float32))
+
+
+def per_variable_weights(weights: Any, pairs: list[tuple[str | None, xr.DataArray]]) -> list:
+    """Return each variable's weights; a dict's keys must name variables.
+
+    A lone DataArray is named by its ``name``. A dict key that names no variable (a typo,
+    another capitalisation) would leave its variable unweighted silently: it is an error.
+    Variables without a key are unweighted.
+
+    Examples
+    --------
+    >>> a = xr.DataArray(np.zeros((2, 3)), dims=("time", "x"), name="sst")
+    >>> per_variable_weights({"sst": "coslat"}, [(None, a)])
+    ['coslat']
+    >>> per_variable_weights({"SST": "coslat"}, [(None, a)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: weights has keys ['SST'] that name no variable; the variables are ['sst']. ...
+    """
+    if not isinstance(weights, dict):
+        return [weights] * len(pairs)
+    names = [str(array.name) if name is None and array.name is not None else name
+             for name, array in pairs]
+    unknown = [key for key in weights if key not in names]
+    if unknown and names == [None]:
+        raise ValueError(
+            f"weights is a dict (keys {list(weights)}) but the DataArray has no name to match "
+            f"them with: give the weights themselves (not a dict), or name the DataArray, "
+            f"e.g. field.rename({str(unknown[0])!r})."
+        )
+    if unknown:
+        raise ValueError(
+            f"weights has keys {unknown} that name no variable; the variables are {names}. "
+            f"Use the variables' names as keys (a variable without a key is unweighted)."
+        )
+    return [weights.get(name) for name in names]
 
 
 def _flat(array: xr.DataArray, sample_dims: tuple[str, ...],
@@ -203,20 +261,55 @@ class GridLayout:
             )
         return tuple(str(d) for d in array.dims if d not in self.sample_dims)
 
+    def ordered(self, data: Any) -> Any:
+        """Return ``data`` with a Dataset's variables in the model's order, matched by name.
+
+        A Dataset lists its variables in any order (``open_zarr`` sorts them); the model's
+        variables must all be there, and no others.
+
+        Examples
+        --------
+        >>> a = xr.DataArray(np.zeros((2, 3)), dims=("time", "x"))
+        >>> ds = xr.Dataset({"sst": a, "ice": a})
+        >>> masks = [np.ones(3, dtype=bool)] * 2
+        >>> layout = build_layout(ds, ("time",), None, [np.ones(3)] * 2, masks,
+        ...                       [~m for m in masks])
+        >>> list(layout.ordered(ds[["ice", "sst"]]).data_vars)
+        ['sst', 'ice']
+        """
+        if self.kind != "dataset" or not isinstance(data, xr.Dataset):
+            return data
+        names = [v.name for v in self.variables]
+        given = [str(n) for n in data.data_vars]
+        if given == names:
+            return data
+        missing = [n for n in names if n not in given]
+        extra = [n for n in given if n not in names]
+        if missing or extra:
+            raise ValueError(
+                f"the model was fitted on the variables {names}; the Dataset "
+                + (f"lacks {missing}" if missing else "")
+                + (" and " if missing and extra else "")
+                + (f"has others, {extra}" if extra else "")
+                + f". Give the fitted variables, e.g. ds[{names}]."
+            )
+        return data[names]
+
     def matrix(self, data: Any) -> Any:
         """All grid points of ``data`` as ``(n_samples, n_grid_points)``, variables joined.
 
         Checks that ``data`` has the fitted variables, grids and coordinates.
         """
-        kind, pairs = as_variables(data)
+        kind, pairs = as_variables(self.ordered(data))
         if len(pairs) != len(self.variables):
             raise ValueError(
                 f"the model was fitted on {len(self.variables)} variable(s), got {len(pairs)}"
             )
         blocks = []
         for index, ((name, array), layout) in enumerate(zip(pairs, self.variables, strict=True)):
-            # a Dataset's variables by name; a list's where both the array and the fit's
-            # were named (same-shaped grids in another order would be swapped silently)
+            # a Dataset's variables are ordered by name above; a list's are checked where both
+            # the array and the fit's were named (same-shaped grids in another order would be
+            # swapped silently)
             named = kind == "dataset" or (kind == "list" and array.name is not None
                                           and layout.name != f"var{index}")
             if named and layout.name is not None and name != layout.name:
@@ -239,9 +332,18 @@ class GridLayout:
         lazy = any(isinstance(b, da.Array) for b in blocks)
         return da.concatenate(blocks, axis=1) if lazy else np.concatenate(blocks, axis=1)
 
+    def features(self, full: Any) -> Any:
+        """Return the kept grid points of ``matrix(data)``, scaled: what the estimator sees.
+
+        In a floating dtype (:func:`float_dtype`): an integer field is not truncated by its
+        scales, and float32 stays float32.
+        """
+        dtype = float_dtype(full.dtype)
+        return full[:, self.kept].astype(dtype) * self.scale.astype(dtype)
+
     def sample_template(self, data: Any) -> xr.DataArray:
         """Return an empty DataArray over the sample dimensions, with ``data``'s coordinates."""
-        _, pairs = as_variables(data)
+        _, pairs = as_variables(self.ordered(data))
         array = pairs[0][1]
         coords = {name: c for name, c in array.coords.items() if set(c.dims) <= set(self.sample_dims)}
         return xr.DataArray(np.empty([array.sizes[d] for d in self.sample_dims]),
@@ -302,10 +404,10 @@ def build_layout(
     """
     kind, pairs = as_variables(data)
     layout = GridLayout(kind, sample_dims)
-    per_variable = weights if isinstance(weights, dict) else None
-    for (name, array), scale, mask, missing in zip(pairs, scales, masks, land, strict=True):
+    given = per_variable_weights(weights, pairs)
+    for (name, array), w, scale, mask, missing in zip(pairs, given, scales, masks, land,
+                                                      strict=True):
         dims = layout.feature_dims(array)
-        w = per_variable.get(name) if per_variable is not None else weights
         factor = _weights(array, dims, w) * scale
         factor = np.where(mask & (factor > 0), factor, np.nan)
         template = xr.DataArray(

@@ -78,23 +78,29 @@ def partial_fit(model: FieldModel, data: Any) -> None:
 
 
 def _start(model: FieldModel, data: Any) -> None:
-    """First call: lay the fields out as ``fit`` does and start the estimator on them."""
-    estimator = model._estimator()
-    if hasattr(estimator, "n_features_in_"):  # fitted elsewhere: start afresh, as fit would
-        from sklearn.base import clone
+    """First call: lay the fields out as ``fit`` does and start a clone of the estimator."""
+    from sklearn.base import clone
 
-        estimator = clone(estimator)
+    # a clone, as fit does: the estimator given stays as it was (fitted elsewhere, or shared
+    # with another FieldModel), and a refused first batch leaves nothing behind
+    estimator = clone(model._estimator())
     layout, X, rows, template = model._lay_out(data)
     batch = X[rows] if not rows.all() else X
     estimator.partial_fit(batch)
-    scores = all_rows(estimator.transform(batch), rows)
+    scores = all_rows(estimator.transform(batch), rows, X.dtype)
     model.layout_, model.model_ = layout, estimator
     model.scores_ = _scored(model, scores, template)
 
 
 def _continue(model: FieldModel, data: Any) -> None:
-    """Later calls: check ``data`` against the layout, update the estimator, append scores."""
+    """Later calls: check ``data`` against the layout, update the estimator, append scores.
+
+    Every check, the join of the new samples' coordinates to the scores' included, comes
+    before the estimator's ``partial_fit`` (which leaves the estimator as it was when it
+    refuses a batch): a refused batch leaves the model as it was.
+    """
     layout, estimator = model.layout_, model.model_
+    data = layout.ordered(data)
     _, pairs = as_variables(data)
     full = layout.matrix(data)  # the variables, their feature dimensions and grid shapes
     check_grids(layout, pairs)
@@ -102,20 +108,37 @@ def _continue(model: FieldModel, data: Any) -> None:
     dim = _append_dim(model.scores_, template)
     rows = _usable_rows(model, full, template, pairs)
     previous = _seen(model)
-    if rows.any():
-        X = full[:, layout.kept] * layout.scale.astype(full.dtype)
-        batch = X[rows] if not rows.all() else X
-        estimator.partial_fit(batch)
-        scores = all_rows(estimator.transform(batch), rows)
-    else:  # samples NaN everywhere (a missing month): nothing to learn, NaN scores
-        scores = np.full((rows.size, estimator.n_components_), np.nan)
     old = model.scores_
     if SEEN not in old.coords:  # all computed by the model as it was before this call
         old = old.assign_coords({SEEN: (old.dims[:-1], np.full(old.shape[:-1], previous))})
+    trial = np.full((rows.size, old.shape[-1]), np.nan, dtype=old.dtype)
+    _join(old, _scored(model, trial, template), dim)  # refused here, not after the update
+    if rows.any():
+        batch = layout.features(full)
+        batch = batch[rows] if not rows.all() else batch
+        estimator.partial_fit(batch)
+        scores = all_rows(estimator.transform(batch), rows, batch.dtype)
+    else:  # samples NaN everywhere (a missing month): nothing to learn, NaN scores
+        scores = np.full((rows.size, estimator.n_components_), np.nan, dtype=old.dtype)
     new = _scored(model, scores, template)
-    joined = xr.concat([old, new], dim=dim, coords="different", compat="equals", join="exact",
-                       combine_attrs="override")
-    model.scores_ = joined.assign_attrs(new.attrs)
+    model.scores_ = _join(old, new, dim).assign_attrs(new.attrs)
+
+
+def _join(old: xr.DataArray, new: xr.DataArray, dim: str) -> xr.DataArray:
+    """Append the new samples' scores along ``dim``; refuse other sample coordinates."""
+    try:
+        return xr.concat([old, new], dim=dim, coords="different", compat="equals",
+                         join="exact", combine_attrs="override")
+    except (ValueError, KeyError) as error:
+        mode = old.dims[-1]
+        names = sorted(str(c) for c in old.coords if c not in (mode, SEEN))
+        given = sorted(str(c) for c in new.coords if c not in (mode, SEEN))
+        raise ValueError(
+            f"the new samples' coordinates do not match those of the samples seen ({error}): "
+            f"the scores have the coordinates {names}, the new field {given}. Give the new "
+            f"field the same sample coordinates (e.g. its time index, and no others), or drop "
+            f"the extra ones with field.drop_vars(...). The model is unchanged."
+        ) from error
 
 
 def _seen(model: FieldModel) -> int:

@@ -4,7 +4,9 @@
 do before the estimator sees any data, one job per function: flatten each variable to samples ×
 grid points, take every statistic in one pass, sort the NaNs (land: NaN at every sample; empty
 samples; NaNs scattered among valid data), apply ``nan_policy``, then build the layout and the
-matrix.
+matrix (in a floating dtype: float32 stays float32, integers become floats). Standardising
+under ``nan_policy="drop_samples"`` takes the standard deviations again, over the samples kept,
+in a second pass.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from ._checks import check_weights_grid, positions
-from ._grid import GridLayout, _flat, as_variables, build_layout
+from ._grid import GridLayout, _flat, as_variables, build_layout, float_dtype
 
 __all__ = ["all_rows", "lay_out", "sample_template"]
 
@@ -72,6 +74,10 @@ def lay_out(data: Any, sample_dims: tuple[str, ...], weights: Any, standardize: 
     rows = ~nans.empty_samples
     if nan_policy == "drop_samples":
         rows &= ~nans.scattered_samples
+        if standardize and nans.scattered_samples.any():
+            # the standard deviations over the samples fitted, not those left out (a second
+            # pass, only here: which samples those are is known after the first)
+            stds = _stds([f[rows] for f in flattened.flats])
     check_weights_grid(flattened.pairs, sample_dims, weights)
     layout = build_layout(data, sample_dims, weights, _scales(stds, masks), masks, nans.land)
     if not layout.kept.any():
@@ -80,7 +86,7 @@ def lay_out(data: Any, sample_dims: tuple[str, ...], weights: Any, standardize: 
     full = flats[0] if len(flats) == 1 else (
         da.concatenate(flats, axis=1) if any(isinstance(f, da.Array) for f in flats)
         else np.concatenate(flats, axis=1))
-    return layout, full[:, layout.kept] * layout.scale.astype(full.dtype), rows, template
+    return layout, layout.features(full), rows, template
 
 
 def _flatten(data: Any, sample_dims: tuple[str, ...]) -> _Flattened:
@@ -107,7 +113,7 @@ def _statistics(flats: list, standardize: bool) -> tuple[list, np.ndarray, list 
             isnan = xp.isnan(M)
             stats += [isnan.sum(axis=0), isnan.sum(axis=1)]
             if standardize:
-                stats.append(xp.nanstd(M.astype(np.float64), axis=0, ddof=1))
+                stats.append(_std(M))
         if any(isinstance(s, da.Array) for s in stats):
             stats = list(compute(*stats))
     per = 3 if standardize else 2
@@ -115,6 +121,29 @@ def _statistics(flats: list, standardize: bool) -> tuple[list, np.ndarray, list 
     sample_nans = sum(np.asarray(stats[i * per + 1]) for i in range(len(flats)))
     stds = [np.asarray(stats[i * per + 2]) for i in range(len(flats))] if standardize else None
     return feature_nans, sample_nans, stds
+
+
+def _std(M: Any) -> Any:
+    """Each grid point's standard deviation over the samples, NaN ignored.
+
+    ``ddof=0``, as xeofs and scikit-learn's ``StandardScaler``: each standardised grid point
+    has a variance of ``n / (n - 1)`` with the estimators' ``n - 1`` denominator, and the
+    explained variances are xeofs's.
+    """
+    xp = da if isinstance(M, da.Array) else np
+    return xp.nanstd(M.astype(np.float64), axis=0, ddof=0)
+
+
+def _stds(flats: list) -> list[np.ndarray]:
+    """Return each variable's standard deviations (:func:`_std`), in one compute."""
+    from dkpca.blocked import compute
+
+    with warnings.catch_warnings():  # land: the standard deviation of no values
+        warnings.simplefilter("ignore", RuntimeWarning)
+        stds = [_std(M) for M in flats]
+        if any(isinstance(s, da.Array) for s in stds):
+            stds = list(compute(*stds))
+    return [np.asarray(s) for s in stds]
 
 
 def _sort_nans(feature_nans: list, sample_nans: np.ndarray, n_samples: int) -> _NaNs:
@@ -161,8 +190,12 @@ def _scales(stds: list | None, masks: list[np.ndarray]) -> list[np.ndarray]:
     return scales
 
 
-def all_rows(scores: Any, rows: np.ndarray) -> Any:
-    """Return the scores of the rows given, NaN at the others.
+def all_rows(scores: Any, rows: np.ndarray, dtype: Any = None) -> Any:
+    """Return the scores of the rows given, NaN at the others, in ``dtype``.
+
+    ``dtype`` is the training matrix's, so that the scores are in the dtype ``transform``
+    gives (float32 data: float32 scores, whatever the estimator's ``fit_transform`` returns);
+    by default the scores' own floating dtype.
 
     Examples
     --------
@@ -170,13 +203,15 @@ def all_rows(scores: Any, rows: np.ndarray) -> Any:
     >>> all_rows(np.ones((2, 1)), np.array([True, False, True])).ravel().tolist()
     [1.0, nan, 1.0]
     """
+    dtype = float_dtype(scores.dtype if dtype is None else dtype)
+    scores = scores.astype(dtype, copy=False) if scores.dtype != dtype else scores
     if rows.all():
         return scores
     if isinstance(scores, da.Array):
         index = np.cumsum(rows) - 1
         taken = scores[np.where(rows, index, 0)]
         return da.where(da.from_array(rows)[:, None], taken, np.nan)
-    out = np.full((rows.size, scores.shape[1]), np.nan)
+    out = np.full((rows.size, scores.shape[1]), np.nan, dtype=dtype)
     out[rows] = scores
     return out
 
