@@ -25,7 +25,7 @@ from ._typing import RandomStateLike
 from ._validation import check_random_state
 from .blocked import compute
 from .io import as_array, is_lazy
-from .kernels import Kernel
+from .kernels import CallableKernel, Kernel
 from .linalg import FLOAT32_MIN_TOL
 from .moments import RowStatistics
 from .options import ICF, Exact, FixedSize, Nystrom, Randomized, Sketch, SolverOptions
@@ -43,6 +43,7 @@ from .solvers import (
     select_fixed_size,
     select_landmarks,
 )
+from .solvers.nystrom import RCOND, feature_map_rcond
 
 __all__ = [
     "EXACT_MAX_SAMPLES",
@@ -246,16 +247,48 @@ def choose_landmarks(
     return landmarks, 1, {}
 
 
+def _check_icf_kernel(kernel: Kernel, owner: str) -> None:
+    """Refuse a kernel not declared positive semi-definite: ICF is a Cholesky factorisation.
+
+    A precomputed matrix or a function cannot declare it: their definiteness is checked on
+    the data, by the factorisation's residuals (:func:`~dkpca.solvers.incomplete_cholesky`).
+    """
+    if kernel.positive_semidefinite or isinstance(kernel, PrecomputedKernel | CallableKernel):
+        return
+    raise ValueError(
+        f"{owner}: solver='icf' factorises the kernel matrix as G G^T, which needs a positive "
+        f"semi-definite kernel; {kernel!r} is not one (sigmoid, poly with coef0 < 0, "
+        f"additive_chi2, or a Kernel subclass that does not declare positive_semidefinite = "
+        f"True). Use solver='exact', 'randomized' or Sketch(refine=True).")
+
+
 def _fit_icf(
     options: ICF, kernel: Kernel, X: da.Array, rule: ComponentRule, block_bytes: int, owner: str
 ) -> tuple[KernelBasis, int, dict[str, np.ndarray]]:
     """Nyström kernel PCA on the pivots of an incomplete Cholesky factorisation."""
+    _check_icf_kernel(kernel, owner)
     n = X.shape[0]
     rank = options.max_rank if options.max_rank is not None else min(n, 1000)
-    icf = incomplete_cholesky(kernel, X, tol=options.tol, max_rank=rank)
+    icf = incomplete_cholesky(kernel, X, tol=options.tol, max_rank=rank, owner=owner)
+    if icf.rank == 0:  # the first pass stopped it: tol >= trace(K), or k(x, x) = 0 everywhere
+        trace = icf.trace_history[0]
+        if trace > 0:
+            raise ValueError(
+                f"{owner}: ICF(tol={options.tol!r}) is at least the kernel matrix's trace "
+                f"({trace:.4g}), so the incomplete Cholesky factorisation needs no pivot and "
+                f"gives no component; lower tol (None: 1e-3 of the trace).")
+        raise ValueError(
+            f"{owner}: the kernel's diagonal k(x, x) is 0 on every row (all-zero data for "
+            f"{kernel!r}?), so the incomplete Cholesky factorisation has no pivot and gives no "
+            f"component; check the input, or use solver='exact'.")
     if icf.rank >= rank:  # stopped by max_rank, not by the kernel's own (numerical) rank,
         _check_rank(rule, icf.rank, "the ICF rank", owner)  # below which are zero columns
-    R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
+    R = None  # fit_nystrom's default: inverse_sqrt(K_PP) with the dtype's cut-off
+    if feature_map_rcond(X.dtype) <= RCOND:
+        # float64: the factor's L^-T (eqs. 16-19). float32 pivots are well chosen but K_PP's
+        # smallest directions are rounding noise that L^-T magnifies into spurious leading
+        # components (300 points, tol=1e-6: 32.2 before the true 29.97); the cut-off drops them.
+        R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
     basis, _ = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes, feature_map=R,
                            owner=owner)
     return basis, icf.n_passes + 1, {"residual_trace_": np.array(icf.trace_history)}

@@ -106,6 +106,9 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         ``coef0``).
     gamma : float, optional
         Kernel coefficient of rbf, poly and sigmoid; ``None`` means ``1 / n_features``.
+        With a :mod:`dkpca.kernels` object as ``kernel``, ``gamma``, ``sigma2``, ``degree`` and
+        ``coef0`` must keep their defaults (the object carries its own): others raise
+        ``ValueError``.
     sigma2 : float, optional
         RBF width in ``exp(-||x - y||² / (2 sigma2))``; an alternative to ``gamma``.
     degree : int, default=3
@@ -345,6 +348,16 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         return self.basis_.basis
 
     def _resolve_kernel(self, n_features: int) -> Kernel:
+        if isinstance(self.kernel, Kernel):
+            # A kernel object carries its own parameters: the flat ones would be ignored.
+            given = [f"{name}={value!r}" for name, value, default in (
+                ("gamma", self.gamma, None), ("sigma2", self.sigma2, None),
+                ("degree", self.degree, 3), ("coef0", self.coef0, 1.0)) if value != default]
+            if given:
+                raise ValueError(
+                    f"KernelPCA: {', '.join(given)} cannot be applied to kernel={self.kernel!r}: "
+                    f"a Kernel object carries its own parameters; set them on it (for "
+                    f"example RBF(gamma=0.5)), or name the kernel (kernel='rbf', gamma=0.5).")
         if self.gamma is not None and self.sigma2 is not None:
             raise ValueError("KernelPCA: give gamma or sigma2, not both.")
         if self.sigma2 is not None and self.kernel not in ("rbf", "gaussian"):

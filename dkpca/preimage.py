@@ -49,6 +49,9 @@ DENOMINATOR_FLOOR = 1e-10
 #: Training points the learned pre-image regresses on at most (an ``r × r`` solve).
 MAX_LEARNED_SAMPLES = 5000
 
+#: Solvers whose basis is the training data itself, row for row (the others keep landmarks).
+TRAINING_BASIS_SOLVERS = ("exact", "randomized", "sketch")
+
 
 @dataclass(frozen=True)
 class PreimageResult:
@@ -291,21 +294,40 @@ class LearnedPreimage:
 
 
 def learned_training_set(
-    basis: Any, training_scores: np.ndarray | da.Array | None, rng: np.random.Generator
+    basis: Any, training_scores: np.ndarray | da.Array | None, rng: np.random.Generator, *,
+    training_basis: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Points (and their scores) the learned pre-image regresses on.
 
-    The basis points when they are a subset (landmarks, pivots), projected; otherwise the
-    training points the basis keeps, uniformly subsampled to :data:`MAX_LEARNED_SAMPLES` (an
-    ``r × r`` solve), with their scores from the fit (``training_scores``), so no kernel block
-    is evaluated again.
+    ``training_basis`` says whether the basis points *are* the training rows, in order (exact,
+    randomized and sketch solvers): then they are uniformly subsampled to
+    :data:`MAX_LEARNED_SAMPLES` (an ``r × r`` solve) and paired with their scores from the fit
+    (``training_scores``), so no kernel block is evaluated again. Otherwise (landmarks,
+    k-means centroids, ICF pivots: points of their own, in their own order, however many
+    there are) the basis points are projected.
+
+    Examples
+    --------
+    >>> from dkpca import KernelPCA
+    >>> from dkpca.options import Nystrom
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> kp = KernelPCA(2, solver=Nystrom(landmarks=X[::-1])).fit(X)
+    >>> points, scores = learned_training_set(kp.basis_, None, np.random.default_rng(0),
+    ...                                       training_basis=False)
+    >>> bool(np.allclose(points, X[::-1])), bool(np.allclose(scores, kp.transform(X[::-1])))
+    (True, True)
     """
     B = basis.basis
-    if B.shape[0] < basis.n_samples:
+    if not training_basis:
         (points,) = compute(B) if isinstance(B, da.Array) else (B,)
         points = _dense(points)
         (scores,) = compute(basis.transform(da.from_array(points, chunks=(len(points), -1))))
     else:
+        if training_scores is None or len(training_scores) != B.shape[0]:
+            raise ValueError(  # an internal inconsistency, not the user's
+                "the learned pre-image pairs the training rows with their scores; got "
+                f"{B.shape[0]} rows and "
+                f"{'no' if training_scores is None else len(training_scores)} scores")
         rows = slice(None)
         if B.shape[0] > MAX_LEARNED_SAMPLES:
             rows = np.sort(rng.choice(B.shape[0], MAX_LEARNED_SAMPLES, replace=False))
@@ -324,8 +346,9 @@ class PreimageMixin:
 
     The estimator provides the parameters ``preimage`` (a name, or
     :class:`~dkpca.options.FixedPoint` with its stopping rule), ``fit_inverse_transform`` and
-    ``alpha``, and, when ``fit_inverse_transform`` was set,
-    the fitted ``dual_coef_`` and ``X_transformed_fit_`` (scikit-learn's names).
+    ``alpha``, the fitted ``solver_`` (whether the basis is the training data, see
+    :data:`TRAINING_BASIS_SOLVERS`), and, when ``fit_inverse_transform`` was set, the fitted
+    ``dual_coef_`` and ``X_transformed_fit_`` (scikit-learn's names).
 
     References
     ----------
@@ -340,11 +363,14 @@ class PreimageMixin:
         """Learn the kernel ridge pre-image at the end of ``fit``."""
         if not self.fit_inverse_transform:
             return
-        # After partial_fit no training rows are kept; a landmark basis needs none (its points
-        # are projected).
-        vectors = getattr(self, "eigenvectors_", None)
+        # Decided by the solver, not by the basis's size: landmarks (even n of them) are points
+        # of their own, projected; after partial_fit no training rows are kept, and a landmark
+        # basis needs none.
+        training_basis = self.solver_ in TRAINING_BASIS_SOLVERS
+        vectors = getattr(self, "eigenvectors_", None) if training_basis else None
         training_scores = None if vectors is None else vectors * np.sqrt(self.eigenvalues_)
-        points, scores = learned_training_set(self.basis_, training_scores, rng)
+        points, scores = learned_training_set(self.basis_, training_scores, rng,
+                                              training_basis=training_basis)
         learned = LearnedPreimage(self.kernel_, self.alpha).fit(scores, points)
         self.dual_coef_, self.X_transformed_fit_ = learned.dual_coef_, learned.scores_
 

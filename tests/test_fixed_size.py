@@ -112,3 +112,20 @@ def test_same_selection_on_a_distributed_client(two_densities, client):
     on_cluster = KernelPCA(3, solver=FixedSize(n_landmarks=30, max_iter=3),
                            random_state=3).fit(X)
     np.testing.assert_array_equal(on_cluster.landmarks_, local.landmarks)
+
+
+@pytest.mark.parametrize("selection", ["renyi", "renyi_kmeans"])
+def test_sparse_data_select_the_landmarks_of_the_dense(selection):
+    """Sparse input used to crash (a 0-d object array, a sparse k-means sample)."""
+    import scipy.sparse
+
+    S = scipy.sparse.random(300, 30, density=0.2, format="csr", random_state=0)
+    options = FixedSize(n_landmarks=40, selection=selection, max_iter=3)
+    sparse = KernelPCA(3, kernel="rbf", gamma=1.0, solver=options, random_state=0).fit(S)
+    dense = KernelPCA(3, kernel="rbf", gamma=1.0, solver=options, random_state=0).fit(S.toarray())
+    assert scipy.sparse.issparse(sparse.landmarks_)
+    np.testing.assert_array_equal(sparse.landmarks_.toarray(), dense.landmarks_)
+    np.testing.assert_allclose(sparse.entropy_trace_, dense.entropy_trace_, rtol=1e-12)
+    np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, rtol=1e-10)
+    new = scipy.sparse.random(5, 30, density=0.2, format="csr", random_state=1)
+    np.testing.assert_allclose(sparse.transform(new), dense.transform(new.toarray()), atol=1e-10)

@@ -132,3 +132,59 @@ def test_same_pivots_on_a_distributed_client(blobs, client):
     local = incomplete_cholesky(RBF(gamma=0.3), X, tol=0.5, max_rank=400)
     on_cluster = KernelPCA(4, gamma=0.3, solver=ICF(tol=0.5)).fit(X)
     np.testing.assert_array_equal(on_cluster.landmarks_, local.pivots)
+
+
+def _centred_eigenvalues(K, k):
+    n = len(K)
+    H = np.eye(n) - 1.0 / n
+    return np.linalg.eigvalsh(H @ K @ H)[::-1][:k]
+
+
+@pytest.mark.parametrize("kernel, params, positive", [
+    ("sigmoid", {}, False),
+    ("poly", {"degree": 3, "coef0": -1.0}, False),
+    ("additive_chi2", {}, True),
+])
+def test_icf_refuses_a_kernel_that_is_not_positive_semidefinite(kernel, params, positive):
+    """It used to factorise them as if PSD: eigenvalues of 1212 against the exact 52."""
+    X = np.random.default_rng(18).normal(size=(300, 3))
+    X = np.abs(X) if positive else X
+    with pytest.raises(ValueError, match="needs a positive semi-definite kernel.*'exact'"):
+        KernelPCA(3, kernel=kernel, solver=ICF(max_rank=300), **params).fit(X)
+
+
+def test_icf_checks_a_precomputed_matrix_on_the_data():
+    """A precomputed matrix cannot declare itself PSD: the residuals show it is not."""
+    from sklearn.metrics.pairwise import rbf_kernel, sigmoid_kernel
+
+    X = np.random.default_rng(18).normal(size=(200, 3))
+    with pytest.raises(ValueError, match="not positive semi-definite on these data"):
+        KernelPCA(3, kernel="precomputed", solver=ICF(max_rank=200)).fit(sigmoid_kernel(X))
+    K = rbf_kernel(X, gamma=0.5)  # a PSD matrix still fits, as exactly as the exact solver
+    model = KernelPCA(3, kernel="precomputed", solver=ICF(max_rank=200, tol=1e-12)).fit(K)
+    np.testing.assert_allclose(model.eigenvalues_, _centred_eigenvalues(K, 3), rtol=1e-8)
+
+
+@pytest.mark.parametrize("tol", [1e-4, 1e-6, 1e-9])
+def test_icf_on_float32_data_stops_at_float32_rounding(tol):
+    """Pivots below float32 rounding used to give spurious leading components (232 vs 30)."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X = np.random.default_rng(12).normal(size=(300, 3))
+    model = KernelPCA(4, kernel="rbf", gamma=0.5, solver=ICF(max_rank=300, tol=tol)).fit(
+        X.astype(np.float32))
+    np.testing.assert_allclose(model.eigenvalues_,
+                               _centred_eigenvalues(rbf_kernel(X, gamma=0.5), 4), rtol=1e-4)
+
+
+@pytest.mark.parametrize("data, kernel, solver, message", [
+    ("normal", "rbf", ICF(tol=1000.0), r"ICF\(tol=1000.0\) is at least the kernel matrix's trace"),
+    ("small", "linear", ICF(tol=0.01), r"at least the kernel matrix's trace"),
+    ("zeros", "linear", "icf", r"diagonal k\(x, x\) is 0 on every row"),
+])
+def test_icf_without_a_pivot_says_why(data, kernel, solver, message):
+    """No pivot used to crash with ZeroDivisionError in the Nyström pass."""
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    X = {"normal": X, "small": 1e-3 * X, "zeros": np.zeros((50, 3))}[data]
+    with pytest.raises(ValueError, match=message):
+        KernelPCA(2, kernel=kernel, solver=solver).fit(X)

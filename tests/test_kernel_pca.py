@@ -13,7 +13,7 @@ from sklearn.decomposition import KernelPCA as SkKernelPCA
 from sklearn.exceptions import NotFittedError
 
 from dkpca import KernelPCA
-from dkpca.kernels import RBF, Linear
+from dkpca.kernels import RBF, Linear, Polynomial
 from dkpca.options import ICF, FixedSize, Nystrom, Randomized
 
 KERNELS = ["rbf", "poly", "sigmoid", "linear"]
@@ -440,3 +440,18 @@ def test_the_krylov_bookkeeping_runs_on_one_blas_thread_for_few_rows(monkeypatch
         KernelPCA(3, solver="randomized", random_state=0).fit(X)
         assert not blas_single_threaded()  # restored after the fit
     assert seen and all(value is one_thread for value in seen)
+
+
+@pytest.mark.parametrize("kernel, params, named", [
+    (RBF(), {"gamma": 5.0}, "gamma=5.0"),
+    (RBF(), {"sigma2": 2.0}, "sigma2=2.0"),
+    (Polynomial(degree=2), {"degree": 5, "coef0": 3.0}, "degree=5, coef0=3.0"),
+])
+def test_flat_kernel_parameters_next_to_a_kernel_object_are_refused(kernel, params, named):
+    """They used to be ignored silently (gamma_ reported the object's own)."""
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    with pytest.raises(ValueError, match=f"{named} cannot be applied to kernel=.*carries its own"):
+        KernelPCA(2, kernel=kernel, **params).fit(X)
+    model = clone(KernelPCA(2, kernel=RBF(gamma=5.0))).fit(X)  # the object's own: fine
+    assert model.gamma_ == 5.0
+    assert KernelPCA(2, kernel=kernel).get_params()["gamma"] is None

@@ -152,3 +152,45 @@ def test_float32_data_keeps_float64_accuracy_in_the_moments(digits):
     double = KernelPCA(**params).fit(digits)
     np.testing.assert_allclose(single.eigenvalues_, double.eigenvalues_, rtol=1e-4)
     assert np.all(similarity(single.eigenvectors_, double.eigenvectors_) > 0.9999)
+
+
+def _centred_eigenvalues(K, k):
+    n = len(K)
+    H = np.eye(n) - 1.0 / n
+    return np.linalg.eigvalsh(H @ K @ H)[::-1][:k]
+
+
+@pytest.mark.parametrize("kernel, params, positive", [
+    ("sigmoid", {"gamma": 0.5, "coef0": -1.0}, False),
+    ("poly", {"degree": 3, "coef0": -1.0}, False),
+    ("additive_chi2", {}, True),
+])
+def test_a_landmark_kernel_without_positive_part_is_named_as_such(kernel, params, positive):
+    """Such a fit used to give zero eigenvalues and the false "data do not vary" warning."""
+    X = np.random.default_rng(18).normal(size=(300, 3))
+    X = np.abs(X) if positive else X
+    with pytest.raises(ValueError, match="no positive part.*not positive semi-definite.*'exact'"):
+        KernelPCA(3, kernel=kernel, solver=Nystrom(n_landmarks=300), **params).fit(X)
+
+
+def test_an_indefinite_kernel_with_a_positive_part_still_fits():
+    """The sigmoid kernel with its defaults: every point a landmark, close to the exact spectrum.
+
+    Close, not equal: the feature map keeps only K_LL's positive part (1e-5 here).
+    """
+    from sklearn.metrics.pairwise import sigmoid_kernel
+
+    X = np.random.default_rng(18).normal(size=(300, 3))
+    model = KernelPCA(3, kernel="sigmoid", solver=Nystrom(n_landmarks=300)).fit(X)
+    np.testing.assert_allclose(model.eigenvalues_,
+                               _centred_eigenvalues(sigmoid_kernel(X, gamma=1 / 3), 3),
+                               rtol=1e-4)
+
+
+def test_the_warning_names_the_count_asked_for():
+    """A feature map of rank 20 (20 distinct points) used to report 20 requested, not 25."""
+    base = np.random.default_rng(9).normal(size=(20, 3))
+    X = np.repeat(base, 10, axis=0)
+    with pytest.warns(UserWarning, match="only 19 of the 25 requested components"):
+        KernelPCA(25, kernel="rbf", gamma=0.5, solver=Nystrom(n_landmarks=50),
+                  remove_zero_eig=True, random_state=0).fit(X)

@@ -213,3 +213,64 @@ def test_unconverged_preimages_are_counted_once_not_per_chunk(caplog):
     warnings = [r.getMessage() for r in caplog.records if "did not converge" in r.getMessage()]
     assert warnings == [(f"KernelPCA: {n_missed} of 300 pre-images did not converge in 1 "
                          f"iterations (they keep their last iterate)")]
+
+
+def _ridge_on_the_basis(model, N, alpha):
+    """Independent reference: scikit-learn's kernel ridge from the basis points' own scores."""
+    from sklearn.kernel_ridge import KernelRidge
+
+    B = model.landmarks_
+    B = np.asarray(B.toarray() if hasattr(B, "toarray") else B, dtype=np.float64)
+    ridge = KernelRidge(alpha=alpha, kernel="rbf", gamma=model.gamma_).fit(model.transform(B), B)
+    return ridge.predict(model.transform(N))
+
+
+@pytest.mark.parametrize("solver", [
+    ICF(max_rank=120, tol=1e-12),
+    Nystrom(landmarks="reversed"),
+], ids=["icf_full_rank", "nystrom_reversed_landmarks"])
+def test_learned_preimage_of_a_landmark_basis_of_n_rows_matches_scikit_learn(solver):
+    """Landmarks that are every training point, in another order, are still landmarks.
+
+    The basis is as large as the training set, so it used to be taken for it and paired with
+    the training scores in the wrong order (errors of 2.7).
+    """
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(120, 3))
+    N = X[:10] + 0.05 * rng.normal(size=(10, 3))
+    if isinstance(solver, Nystrom):
+        solver = Nystrom(landmarks=X[::-1].copy())
+    model = KernelPCA(6, kernel="rbf", gamma=2.0, solver=solver, fit_inverse_transform=True,
+                      alpha=0.01, random_state=0).fit(X)
+    assert model.landmarks_.shape[0] == len(X)
+    ref = SKKernelPCA(6, kernel="rbf", gamma=2.0, eigen_solver="dense",
+                      fit_inverse_transform=True, alpha=0.01).fit(X)
+    np.testing.assert_allclose(model.denoise(N), ref.inverse_transform(ref.transform(N)),
+                               atol=1e-7)
+
+
+@pytest.mark.parametrize("case", ["kmeans_default", "kmeans_n", "more_than_n"])
+def test_learned_preimage_regresses_on_the_landmarks_however_many(case):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(120, 3))
+    N = X[:10] + 0.05 * rng.normal(size=(10, 3))
+    solver = {"kmeans_default": Nystrom(sampling="kmeans"),
+              "kmeans_n": Nystrom(n_landmarks=len(X), sampling="kmeans"),
+              "more_than_n": Nystrom(landmarks=np.vstack([X, X[:5] + 0.1]))}[case]
+    model = KernelPCA(6, kernel="rbf", gamma=0.5, solver=solver, fit_inverse_transform=True,
+                      alpha=0.01, random_state=0).fit(X)
+    np.testing.assert_allclose(model.inverse_transform(model.transform(N)),
+                               _ridge_on_the_basis(model, N, 0.01), atol=1e-8)
+
+
+@pytest.mark.parametrize("solver", ["nystrom", "fixed_size"])
+def test_partial_fit_learns_the_preimage_on_the_landmarks(solver):
+    """A first batch of at most 1,000 rows with the default n_landmarks used to crash."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    model = KernelPCA(4, kernel="rbf", gamma=0.5, solver=solver, fit_inverse_transform=True,
+                      alpha=0.1, random_state=0)
+    for batch in np.array_split(X, 2):
+        model.partial_fit(batch)
+    np.testing.assert_allclose(model.denoise(X[:8]), _ridge_on_the_basis(model, X[:8], 0.1),
+                               atol=1e-8)

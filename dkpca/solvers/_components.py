@@ -95,7 +95,8 @@ NEGATIVE_RATIO = 1e-5
 
 
 def positive_part(
-    eigenvalues: np.ndarray, rule: ComponentRule, owner: str, zero_ratio: float = ZERO_RATIO
+    eigenvalues: np.ndarray, rule: ComponentRule, owner: str, zero_ratio: float = ZERO_RATIO,
+    requested: int | None = None,
 ) -> int:
     """How many leading eigenvalues are clearly positive; warn when fewer than requested.
 
@@ -105,7 +106,9 @@ def positive_part(
     :func:`zero_padded`; the width asked for, so only logged). A
     significantly negative eigenvalue among the requested ones is an error, as in
     scikit-learn: a count that reaches into an indefinite kernel's negative part. Eigenvalues
-    up to ``zero_ratio`` times the first are zero.
+    up to ``zero_ratio`` times the first are zero. ``requested`` is the count the messages
+    name when the caller had fewer eigenvalues than ``rule.count`` to offer (a Nyström feature
+    map of lower rank); by default ``len(eigenvalues)``.
 
     Examples
     --------
@@ -114,7 +117,8 @@ def positive_part(
     """
     scale = max(float(eigenvalues[0]), 0.0) if len(eigenvalues) else 0.0
     keep = int(np.count_nonzero(eigenvalues > scale * zero_ratio)) if scale > 0 else 0
-    requested = rule.count if rule.keep_zero else len(eigenvalues) if rule.count else 0
+    if requested is None:
+        requested = rule.count if rule.keep_zero else len(eigenvalues) if rule.count else 0
     if rule.keep_zero and len(eigenvalues) and eigenvalues[-1] < -NEGATIVE_RATIO * scale:
         raise ValueError(
             f"{owner}: There are significant negative eigenvalues ({eigenvalues[-1]:.3g} "

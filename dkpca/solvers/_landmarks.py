@@ -79,7 +79,7 @@ def kmeans_sample(
 
     The subsample has :data:`KMEANS_POINTS_PER_LANDMARK` points per cluster (at least 10,000,
     at most all of ``X``). Returns ``(centroids, sample, index)``: ``sample = X[index]``,
-    ``index`` ascending.
+    ``index`` ascending; a CSR matrix for sparse data.
 
     Examples
     --------
@@ -97,7 +97,9 @@ def kmeans_sample(
     (sample,) = compute(X[index])
     seed = int(rng.integers(2**31 - 1))
     model = KMeans(n_clusters, n_init=1, max_iter=50, random_state=seed).fit(sample)
-    return model.cluster_centers_.astype(X.dtype, copy=False), np.asarray(sample), index
+    # A sparse sample stays sparse (k-means takes CSR); its centroids are dense.
+    sample = sample.tocsr() if scipy.sparse.issparse(sample) else np.asarray(sample)
+    return model.cluster_centers_.astype(X.dtype, copy=False), sample, index
 
 
 def select_landmarks(

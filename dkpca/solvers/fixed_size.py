@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from dkpca.blocked import compute
 from dkpca.kernels import RBF
@@ -89,6 +91,7 @@ class FixedSizeResult:
     Attributes
     ----------
     landmarks : (M, d) array
+        A CSR matrix for sparse data.
     index : (M,) array
         Rows of ``X`` the landmarks are, ascending.
     entropy_trace : (n_iter + 1,) array
@@ -207,12 +210,36 @@ def _noise(working: _WorkingSet) -> float:
     return 1e-12 * working.total
 
 
-def _gather(X: da.Array, index: np.ndarray) -> np.ndarray:
+def _gather(X: da.Array, index: np.ndarray, *, dense: bool = True) -> Any:
+    """Rows ``X[index]`` in ``index``'s order (read in ascending order, one pass at most).
+
+    Sparse rows are densified (``dense``: candidates and working sets, a few thousand rows
+    whose kernel rows are updated one swap at a time), or kept as CSR (the variance sample).
+    """
     order = np.argsort(index)
     (rows,) = compute(X[index[order]])
-    out = np.empty_like(np.asarray(rows))
-    out[order] = rows
-    return out
+    rows = rows[np.argsort(order)]  # back to index's order
+    return _dense(rows) if dense else rows
+
+
+def _dense(rows: Any) -> np.ndarray:
+    return rows.toarray() if scipy.sparse.issparse(rows) else np.asarray(rows)
+
+
+def _mean_variance(sample: Any) -> float:
+    """Return the mean feature variance of ``sample`` (dense or CSR, not densified)."""
+    if not scipy.sparse.issparse(sample):
+        return float(np.var(sample, axis=0, dtype=np.float64).mean())
+    sample = sample.astype(np.float64)
+    mean = np.asarray(sample.mean(axis=0)).ravel()
+    squares = np.asarray(sample.multiply(sample).mean(axis=0)).ravel()
+    return float(np.maximum(squares - mean**2, 0.0).mean())
+
+
+def _squared_row_norms(rows: Any) -> np.ndarray:
+    if scipy.sparse.issparse(rows):
+        return np.asarray(rows.multiply(rows).sum(axis=1)).ravel()
+    return (rows**2).sum(axis=1)
 
 
 def _initial_set(X: da.Array, M: int, selection: str, rng: np.random.Generator,
@@ -225,12 +252,12 @@ def _initial_set(X: da.Array, M: int, selection: str, rng: np.random.Generator,
     n = X.shape[0]
     if selection == "renyi":
         index = rng.choice(n, size=max(M, min(n, sample_size)), replace=False)
-        sample = _gather(X, index)  # in random order: its first M rows are a uniform draw
-        return sample[:M], index[:M], sample
+        sample = _gather(X, index, dense=False)  # random order: the first M, a uniform draw
+        return _dense(sample[:M]), index[:M], sample
     # FS2: k-means centroids, each snapped to a distinct nearest point of the k-means sample.
     centroids, sample, sample_index = kmeans_sample(X, M, rng)
-    d2 = ((centroids**2).sum(1)[:, None] - 2 * centroids @ sample.T
-          + (sample**2).sum(1)[None, :])
+    d2 = ((centroids**2).sum(1)[:, None] - 2 * np.asarray(centroids @ sample.T)
+          + _squared_row_norms(sample)[None, :])
     taken = np.zeros(len(sample_index), dtype=bool)
     chosen = np.empty(M, dtype=np.int64)
     for c in np.argsort(d2.min(axis=1)):  # the best-placed centroids choose first
@@ -238,7 +265,7 @@ def _initial_set(X: da.Array, M: int, selection: str, rng: np.random.Generator,
         row[taken] = np.inf
         chosen[c] = int(np.argmin(row))
         taken[chosen[c]] = True
-    return sample[chosen], sample_index[chosen], sample
+    return _dense(sample[chosen]), sample_index[chosen], sample
 
 
 def select_fixed_size(
@@ -279,7 +306,9 @@ def select_fixed_size(
     Notes
     -----
     Per iteration: ``B = max(1000, 2 M)`` candidates are read (at most one pass over the
-    chunks), ``O(B M d)`` kernel work, and ``O(B d)`` per accepted swap. Memory ``O(B M)``.
+    chunks), ``O(B M d)`` kernel work, and ``O(B d)`` per accepted swap. Memory ``O(B M)``,
+    and ``O(B d)`` for the candidates' rows: sparse data are densified only there and in the
+    working set (``M × d``); the landmarks come back as a CSR matrix.
 
     References
     ----------
@@ -301,7 +330,7 @@ def select_fixed_size(
     rows, index, sample = _initial_set(X, n_landmarks, selection, rng,
                                        VARIANCE_SAMPLE if gamma is None else 0)
     if gamma is None:
-        variance = float(np.var(sample, axis=0, dtype=np.float64).mean())
+        variance = _mean_variance(sample)
         if not np.isfinite(variance) or variance <= 0:
             raise ValueError(f"{owner}: fixed-size selection needs finite, not all equal rows.")
         gamma = parzen_gamma(variance, n_landmarks, d)
@@ -322,5 +351,8 @@ def select_fixed_size(
         if trace[-1] - trace[-2] < tol * abs(trace[-2]):
             break
     order = np.argsort(working.index)
-    return FixedSizeResult(working.rows[order], working.index[order], np.array(trace), swaps,
+    landmarks = working.rows[order]
+    if scipy.sparse.issparse(X._meta):  # as the Nyström solver's landmarks of sparse data
+        landmarks = scipy.sparse.csr_matrix(landmarks)
+    return FixedSizeResult(landmarks, working.index[order], np.array(trace), swaps,
                            float(gamma))

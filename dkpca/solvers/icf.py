@@ -38,13 +38,24 @@ import scipy.sparse
 from dkpca.blocked import compute, tree_reduce
 from dkpca.kernels import Kernel
 
+from .nystrom import feature_map_rcond
+
 __all__ = ["IncompleteCholesky", "incomplete_cholesky"]
 
 logger = logging.getLogger(__name__)
 
 #: Pivots stop when the largest residual falls below this fraction of the largest k(x, x):
 #: beyond it the kernel is numerically of lower rank and new columns would be rounding noise.
+#: For float32 data the floor is :func:`~dkpca.solvers.nystrom.feature_map_rcond` (1.2e-6):
+#: the kernel's own rounding, which ``L⁻ᵀ`` would otherwise blow up into spurious leading
+#: components (300 float32 points, ``tol=1e-6``: a first eigenvalue of 232 against 30.0).
 RESIDUAL_FLOOR = 1e-10
+
+#: A residual ``k(x, x) - ‖g(x)‖²`` below minus this fraction of the largest ``k(x, x)`` is
+#: no rounding error (float32 data reach about 2e-6): the kernel matrix is not positive
+#: semi-definite on the data (sigmoid kernels reach -1.8, a polynomial with ``coef0 = -1``
+#: -0.04), and a Cholesky factorisation of it is meaningless.
+INDEFINITE_RESIDUAL = 1e-3
 
 #: Points of largest residual that every pass returns (the pool the next pivots come from).
 POOL_SIZE = 256
@@ -101,31 +112,34 @@ class IncompleteCholesky:
 
 
 def _pool_of_block(block: np.ndarray, start: int, factor: IncompleteCholesky,
-                   size: int) -> tuple[float, list]:
-    """Residual trace of one row chunk and its ``size`` largest residuals.
+                   size: int) -> tuple[float, list, float]:
+    """Residual trace of one row chunk, its ``size`` largest residuals and its smallest.
 
     Entries are ``(residual, -row, x)``, ordered like ``argmax`` on the whole residual vector:
-    by residual, then lower row first.
+    by residual, then lower row first. The smallest residual is before clipping at zero: far
+    below zero, it shows an indefinite kernel.
     """
     residual = factor.kernel.diag(block).astype(np.float64)
     residual -= (factor.rows(block) ** 2).sum(axis=1)
+    lowest = float(residual.min()) if residual.size else 0.0
     np.maximum(residual, 0.0, out=residual)
     top = np.argsort(-residual, kind="stable")[:size]
     rows = block[top]  # a copy: views would keep every chunk alive through the reduction
     if scipy.sparse.issparse(rows):  # candidate pivots: a few rows, dense
         rows = rows.toarray()
     return float(residual.sum()), [(float(residual[i]), -(start + i), row)
-                                   for i, row in zip(top, rows, strict=True)]
+                                   for i, row in zip(top, rows, strict=True)], lowest
 
 
-def _merge_pools(size: int, *parts: tuple[float, list]) -> tuple[float, list]:
-    merged = heapq.nlargest(size, (e for _, entries in parts for e in entries),
+def _merge_pools(size: int, *parts: tuple[float, list, float]) -> tuple[float, list, float]:
+    merged = heapq.nlargest(size, (e for _, entries, _ in parts for e in entries),
                             key=lambda e: e[:2])
-    return sum(trace for trace, _ in parts), merged
+    return (sum(trace for trace, _, _ in parts), merged,
+            min(lowest for _, _, lowest in parts))
 
 
-def _scan(X: da.Array, factor: IncompleteCholesky, size: int) -> tuple[float, list]:
-    """One pass: the exact residual trace and the ``size`` largest residuals, sorted."""
+def _scan(X: da.Array, factor: IncompleteCholesky, size: int) -> tuple[float, list, float]:
+    """One pass: the exact residual trace, the ``size`` largest residuals (sorted), the least."""
     X = X.rechunk({1: -1})
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
     parts = [dask.delayed(_pool_of_block)(b, int(s), factor, size)
@@ -141,13 +155,16 @@ def incomplete_cholesky(
     tol: float | None = None,
     max_rank: int,
     pool_size: int = POOL_SIZE,
+    owner: str = "KernelPCA",
 ) -> IncompleteCholesky:
     """Pivoted incomplete Cholesky ``K ≈ G Gᵀ`` of the kernel matrix of ``X``.
 
     Parameters
     ----------
     kernel : Kernel
-        Positive semi-definite.
+        Positive semi-definite: a residual ``k(x, x) - ‖g(x)‖²`` clearly below zero (below
+        :data:`INDEFINITE_RESIDUAL` times the largest ``k(x, x)``) shows that it is not on
+        these data, and raises ``ValueError``.
     X : dask array, (n, d)
     tol : float, optional
         ``η``: stop once the residual trace ``tr(K - G Gᵀ)`` is below it. ``None``: ``1e-3``
@@ -156,6 +173,8 @@ def incomplete_cholesky(
         ``Q``, the most pivots.
     pool_size : int, default=256
         Candidates every pass returns; more means fewer passes but more rows gathered.
+    owner : str, default="KernelPCA"
+        The estimator that messages name.
 
     Returns
     -------
@@ -164,7 +183,10 @@ def incomplete_cholesky(
     Notes
     -----
     A pass costs ``O(n q d + n q²)`` for ``q`` current pivots; gathered per pass: the pool's
-    ``b × d`` rows.
+    ``b × d`` rows. Pivoting stops, whatever ``tol``, once the largest residual is below
+    :data:`RESIDUAL_FLOOR` times the largest ``k(x, x)`` (float64) or
+    :func:`~dkpca.solvers.nystrom.feature_map_rcond` times it (float32: 1.2e-6), the
+    precision of the data's kernel values.
 
     References
     ----------
@@ -190,19 +212,22 @@ def incomplete_cholesky(
     factor = IncompleteCholesky(kernel, np.empty((0, d), dtype=X.dtype),
                                 np.empty(0, dtype=np.int64), np.empty((0, 0)))
     max_rank = min(max_rank, n)
-    floor = None
+    floor = largest = None
     while factor.rank < max_rank:
         # One more than the pool: the largest residual outside it.
-        trace, pool = _scan(X, factor, pool_size + 1)
+        trace, pool, lowest = _scan(X, factor, pool_size + 1)
         factor.n_passes += 1
         factor.trace_history.append(trace)
-        if floor is None:
-            floor = RESIDUAL_FLOOR * pool[0][0]
+        if floor is None:  # the first pass: the residuals are the diagonal k(x, x)
+            largest = pool[0][0]
+            floor = max(RESIDUAL_FLOOR, feature_map_rcond(X.dtype)) * largest
             tol = 1e-3 * trace if tol is None else tol
+        _check_definite(lowest, largest, kernel, owner)
         if trace < tol or pool[0][0] <= floor:
             break
         outside = pool.pop() if len(pool) > pool_size else None
-        added, bound = _pivots_from_pool(factor, pool, outside, trace, tol, max_rank, floor)
+        added, bound = _pivots_from_pool(factor, pool, outside, trace, tol, max_rank, floor,
+                                         largest, owner)
         logger.info("ICF pass %d: %d pivots (rank %d), residual trace %.4g -> at most %.4g",
                     factor.n_passes, added, factor.rank, trace, bound)
         if bound < tol:
@@ -211,8 +236,23 @@ def incomplete_cholesky(
     return factor
 
 
+def _check_definite(lowest: float, largest: float, kernel: Kernel, owner: str) -> None:
+    """Raise ValueError when a residual is far below zero: the kernel is not PSD on the data.
+
+    ``largest`` is the largest ``k(x, x)``, the scale of every residual.
+    """
+    if lowest >= -INDEFINITE_RESIDUAL * largest:
+        return
+    raise ValueError(
+        f"{owner}: the kernel matrix of {kernel!r} is not positive semi-definite on these data "
+        f"(an incomplete Cholesky residual k(x, x) - |g(x)|^2 of {lowest:.3g}, against a "
+        f"largest k(x, x) of {largest:.3g}), so solver='icf' cannot factorise it; use "
+        f"solver='exact', 'randomized' or Sketch(refine=True).")
+
+
 def _pivots_from_pool(factor: IncompleteCholesky, pool: list, outside: tuple | None,
-                      trace: float, tol: float, max_rank: int, floor: float) -> tuple[int, float]:
+                      trace: float, tol: float, max_rank: int, floor: float, largest: float,
+                      owner: str) -> tuple[int, float]:
     """Take greedy pivots from the pool while they are the global choice; update ``factor``.
 
     Returns the number of pivots added and the upper bound on the residual trace after them.
@@ -233,6 +273,7 @@ def _pivots_from_pool(factor: IncompleteCholesky, pool: list, outside: tuple | N
         g = (column - G @ G[j]) / np.sqrt(residual[j])
         g[taken] = 0.0  # earlier pivots: zero in exact arithmetic
         g[j] = np.sqrt(residual[j])
+        _check_definite(float(np.min(residual - g**2)), largest, factor.kernel, owner)
         factor.add_pivot(rows[j], -int(order[j]), G[j], g[j])
         decrease = np.minimum(g**2, residual)
         bound -= float(decrease.sum())

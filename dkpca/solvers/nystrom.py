@@ -98,6 +98,24 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     return V[:, keep] / np.sqrt(w[keep])
 
 
+def _check_positive_part(K_LL: np.ndarray, kernel: Kernel, owner: str) -> None:
+    """Raise ValueError when ``K_LL`` is empty for :func:`inverse_sqrt` by being indefinite.
+
+    An empty feature map from a ``K_LL`` that is zero (all-zero data for the linear kernel)
+    is the data's doing, and the estimator warns that they do not vary; one whose negative
+    eigenvalues outweigh every positive one is the kernel's, which that warning would misname.
+    """
+    w = np.linalg.eigvalsh(K_LL)
+    if w.size == 0 or w[0] >= -RCOND * max(abs(w[0]), abs(w[-1])):
+        return
+    raise ValueError(
+        f"{owner}: the landmarks' kernel matrix K(L, L) of {kernel!r} has no positive part "
+        f"(its largest eigenvalue, {w[-1]:.3g}, is not above the magnitude of its most "
+        f"negative, {w[0]:.3g}): the kernel is not positive semi-definite on these landmarks, "
+        f"and its Nyström feature map K(x, L) K(L, L)^(-1/2) is empty. Use solver='exact', "
+        f"'randomized' or Sketch(refine=True), which handle indefinite kernels.")
+
+
 def _kernel_moments(
     block: np.ndarray, landmarks: np.ndarray, kernel: Kernel, strip: int, shift: np.ndarray,
     device: str = "cpu",
@@ -406,6 +424,9 @@ def nystrom_basis(
         R = inverse_sqrt(K_LL, feature_map_rcond(landmarks.dtype))
     else:
         R = feature_map
+    if R.shape[1] == 0:  # (a GPU fit passes its inverse_sqrt as feature_map)
+        _check_positive_part(_landmark_kernel(kernel, landmarks) if landmark_kernel is None
+                             else landmark_kernel, kernel, owner)
     scatter = R.T @ statistics.scatter @ R
     mean = R.T @ statistics.mean  # the mean feature
     scatter = (scatter + scatter.T) / 2
@@ -415,7 +436,11 @@ def nystrom_basis(
     # approximation's |mean φ|²: explained_variance_ratio_ shares are of the real variance.
     total_variance = statistics.diagonal_sum - n * float(mean @ mean)
     count = rule.select(eigenvalues, total_variance)
-    keep = positive_part(eigenvalues[:count], rule, owner)
+    # A feature map of lower rank than the count offers fewer eigenvalues: the messages name
+    # the count asked for.
+    capped = rule.count is not None and count == R.shape[1] < rule.count
+    keep = positive_part(eigenvalues[:count], rule, owner,
+                         requested=rule.count if capped else None)
     # A rank-deficient K_LL leaves fewer features than the count asked for: zero columns too.
     values, U = zero_padded(
         eigenvalues[:keep], flip_signs(U[:, :keep]), rule.count if rule.keep_zero else keep
