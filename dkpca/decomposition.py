@@ -606,14 +606,17 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
     def fit_transform(self, X: ArrayLike, y: Any = None) -> np.ndarray | da.Array:
         """Fit and return the training scores ``eigenvectors_ * sqrt(eigenvalues_)``.
 
-        No second pass over the data: the training scores follow from the eigenvectors.
+        No second pass over the data: the training scores follow from the eigenvectors. They
+        come in :meth:`transform`'s dtype (float32 for float32 data, as in scikit-learn).
         """
         self.fit(X)
-        scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+        Xd = as_dask(X, accept_sparse=True)
+        dtype = np.result_type(Xd.dtype, np.float32)
+        scores = (self.eigenvectors_ * np.sqrt(self.eigenvalues_)).astype(dtype, copy=False)
         if isinstance(scores, da.Array):  # Nyström on lazy input: already lazy
             return scores
         if is_lazy(X):
-            return view_blocks(scores, (as_dask(X, accept_sparse=True).chunks[0], -1))
+            return view_blocks(scores, (Xd.chunks[0], -1))
         return scores
 
 

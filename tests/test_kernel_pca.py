@@ -158,6 +158,19 @@ def test_float32_stays_float32(digits):
     np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-4)
 
 
+@pytest.mark.parametrize("solver", ["exact", "randomized", "nystrom", "sketch", "fixed_size",
+                                    "icf"])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_fit_transform_comes_in_transforms_dtype(digits, solver, lazy):
+    X = digits[:200].astype(np.float32)
+    X = da.from_array(X, chunks=(50, -1)) if lazy else X
+    kp = KernelPCA(3, solver=solver, random_state=0)
+    scores = kp.fit_transform(X)
+    assert scores.dtype == kp.transform(X).dtype == np.float32
+    np.testing.assert_allclose(np.abs(np.asarray(scores)), np.abs(np.asarray(kp.transform(X))),
+                               atol=1e-3 * float(np.abs(np.asarray(scores)).max()))
+
+
 def test_attributes_and_sklearn_api(digits):
     kp = KernelPCA(5, kernel="rbf", sigma2=32.0, solver="exact").fit(digits[:400])
     assert kp.kernel_ == RBF(sigma2=32.0) and kp.gamma_ == pytest.approx(1 / 64)

@@ -135,6 +135,18 @@ def test_the_width_asked_for_beyond_the_kernels_rank():
     np.testing.assert_array_equal(Z[:, 3:], 0.0)
     assert (model.eigenvalues_[:3] > 0).all() and (np.abs(Z[:, :3]).max(axis=0) > 0).all()
     assert len(model.get_feature_names_out()) == 6
-    dropped = KernelPCA(6, kernel="linear", solver="sketch", remove_zero_eig=True,
-                        random_state=0).fit(X)
+    with pytest.warns(UserWarning, match="only 3 of the 6 requested"):
+        dropped = KernelPCA(6, kernel="linear", solver="sketch", remove_zero_eig=True,
+                            random_state=0).fit(X)
     assert np.asarray(dropped.transform(X)).shape == (150, 3)
+
+
+def test_sketch_warns_when_it_keeps_fewer_components_than_asked():
+    # 20 distinct points: the sketch's decomposition stops at the centred kernel's rank, 19,
+    # below the 25 asked for; remove_zero_eig=True keeps 19 and says so, as the exact solver does.
+    X = np.repeat(np.random.default_rng(9).normal(size=(20, 3)), 10, axis=0)
+    for solver in (Sketch(dim=60), "exact"):
+        with pytest.warns(UserWarning, match="only 19 of the 25 requested"):
+            kp = KernelPCA(25, solver=solver, gamma=0.5, remove_zero_eig=True,
+                           random_state=0).fit(X)
+        assert kp.n_components_ == 19

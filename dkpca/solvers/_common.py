@@ -73,7 +73,10 @@ def eigenpair_components(
     (array([4.]), array([ 0.25, -0.25]))
     """
     m = rule.select(eigenvalues, total_variance)
-    keep = positive_part(eigenvalues[:m], rule, owner, zero_ratio)
+    # A decomposition that stops at the kernel's numerical rank (the sketch's) offers fewer
+    # eigenvalues than the count asked for: the messages name the count asked for.
+    keep = positive_part(eigenvalues[:m], rule, owner, zero_ratio,
+                         requested=max(m, rule.count) if rule.count else None)
     # keep_zero: exactly the count asked for, also where a solver's decomposition stops at
     # the kernel's numerical rank (the sketch's); directions beyond it are zero columns
     width = max(m, rule.count or 0) if rule.keep_zero else keep
