@@ -15,7 +15,7 @@ from dask.utils import parse_bytes
 from ._typing import RandomStateLike
 from ._validation import InstanceOf, Interval, Options, check_random_state
 from .blocked import compute
-from .io import is_lazy
+from .io import is_lazy, require_known_rows
 from .solvers import ComponentRule, Sketch
 
 __all__ = [
@@ -53,6 +53,7 @@ def check_samples(X: da.Array, owner: str) -> None:
     ...
     ValueError: PCA needs at least 2 samples, got n_samples=1 (X has shape (1, 3)).
     """
+    require_known_rows(X, owner=owner)
     if X.shape[0] < 2:
         raise ValueError(
             f"{owner} needs at least 2 samples, got n_samples={X.shape[0]} (X has shape "

@@ -105,7 +105,8 @@ def training_data(X: Any, *, precomputed: bool, copy_X: bool, owner: str) -> Any
     source = X.data if hasattr(X, "dims") else X  # an in-memory DataArray's values
     if scipy.sparse.issparse(data):
         return data.copy() if data is source else data
-    shares = isinstance(source, np.ndarray) and np.may_share_memory(data, source)
+    # Anything but a numpy array (a DataFrame, a list) may hand over its own memory too.
+    shares = not isinstance(source, np.ndarray) or np.may_share_memory(data, source)
     return data.copy() if shares else data
 
 

@@ -20,6 +20,7 @@ True
 from __future__ import annotations
 
 import json
+import sys
 import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -152,6 +153,11 @@ def _checksums(meta: Mapping[str, Any], location: Location, prefix: str
     """Return a description's recorded checksums; ``None`` for a model saved before them."""
     checksums = meta.get("checksums")
     if checksums is None:
+        version = meta.get("format_version", 1)
+        # Checksums came before format 3: every model of format 3 or later was saved with them
+        if isinstance(version, int) and version >= 3:
+            raise _damaged(location, f"the checksums in {prefix}zarr.json",
+                           f"are missing (a model of format {version} is saved with them)")
         return None
     if (not isinstance(checksums, Mapping) or checksums.get("algorithm") != _CHECKSUM
             or not isinstance(checksums.get("arrays"), Mapping)):
@@ -187,8 +193,16 @@ class _VerifiedChunks:
 
 
 def _chunk_key(array: zarr.Array, index: tuple[int, ...]) -> str:
-    """Return the store key of a chunk (``c/0/1``), as Zarr names it."""
-    return array.metadata.chunk_key_encoding.encode_chunk_key(index)
+    """Return the store key of a chunk (``c/0/1``; ``0.1`` in Zarr v2), as Zarr names it.
+
+    dkpca writes models in Zarr v3; one saved by an older dkpca while zarr's default format
+    was 2 is a v2 group, whose arrays name chunks by their ``dimension_separator``.
+    """
+    encoding = getattr(array.metadata, "chunk_key_encoding", None)
+    if encoding is not None:
+        return encoding.encode_chunk_key(index)
+    separator = getattr(array.metadata, "dimension_separator", None) or "."
+    return separator.join(map(str, index)) if index else "0"
 
 
 def _describe(err: BaseException) -> str:
@@ -233,6 +247,10 @@ class _VerifiedReader:
     def child(self, prefix: str, checksums: Mapping[str, Any] | None) -> _VerifiedReader:
         """Return a reader of the group ``prefix`` whose checksums are ``checksums``."""
         return type(self)(self.in_memory_bytes, self.location, prefix, checksums)
+
+    def whole(self) -> _VerifiedReader:
+        """Return a reader of the same group that reads every array into memory."""
+        return type(self)(sys.maxsize, self.location, self.prefix, self.checksums)
 
     def node(self, group: zarr.Group, key: str, path: str, kind: str) -> Any:
         """Return the member ``key`` of ``group`` (at ``path`` in the model); damage if unreadable."""

@@ -54,7 +54,7 @@ from ._validation import (
     check_random_state,
     validate_params,
 )
-from .io import as_array, as_dask, is_lazy
+from .io import as_array, as_dask, is_lazy, require_known_rows
 from .io._views import view_blocks
 from .kernels import Kernel, get_kernel
 from .linear import PCA
@@ -524,6 +524,7 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         check_feature_names(self, X, reset=not fitted)
         Xd = as_dask(as_array(X, accept_sparse=True), check_finite=False, accept_sparse=True)
         if fitted:
+            require_known_rows(Xd, owner="KernelPCA")
             check_features(Xd, self.n_features_in_, "KernelPCA")
             kernel, n_seen = self.kernel_, self.n_samples_seen_
             if getattr(self, "row_statistics_", None) is None:

@@ -54,8 +54,11 @@ its solver. Models of formats 1 and 2 load and transform as before; ``partial_fi
 continue them (they lack the statistics). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
 not bump it: models with dense arrays are written exactly as before, and only a model with a
 sparse basis uses the new encoding, which a dkpca that predates it refuses with "unknown
-attribute encoding". The same holds for ``strings``, used only by a model fitted on a DataFrame. Nor did ``checksums``: an older dkpca ignores them, and a model without
-them (saved by an older dkpca) is verified as far as it can be.
+attribute encoding". The same holds for ``strings``, used only by a model fitted on a DataFrame. Nor did ``checksums``: an older dkpca ignores them, and a model of format 1 or 2 without
+them (saved by an older dkpca) is verified as far as it can be. They came before format 3, so
+a model of format 3 or later without them has been altered and is refused as damaged. Models
+are Zarr v3 groups whatever zarr's default format; a model saved as a v2 group (by a dkpca that
+followed zarr's default) loads as well.
 
 Examples
 --------
@@ -113,6 +116,15 @@ _FORMAT = "dkpca.model"
 #: The estimators that a saved model may name (its fitted-state dataclasses:
 #: :mod:`dkpca._model_encoding`).
 _ESTIMATORS: dict[str, type] = {"KernelPCA": KernelPCA, "PCA": PCA}
+
+#: The fitted attributes that may stay lazy above ``in_memory``: those with a row per training
+#: point (the kernel basis and its coefficients, the training scores, the learned pre-image's
+#: coefficients). Every other array (eigenvalues; all of a PCA's, k x d at most) is read into
+#: memory, since the estimators compute with it as numpy.
+_LAZY_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "KernelPCA": frozenset({"basis_", "eigenvectors_", "dual_coef_", "X_transformed_fit_"}),
+    "PCA": frozenset(),
+}
 
 
 def _encode_params(model: Any) -> dict[str, Any]:
@@ -292,9 +304,11 @@ def load(
     path : str or path
         A local path or an fsspec URL.
     in_memory : int or str, default="256MiB"
-        Arrays up to this size are read into memory; larger ones (a large training set kept as
-        the kernel basis) stay lazy dask arrays reading the store, which must then stay in place
-        while the model is used. A sparse basis is always read into memory.
+        Arrays up to this size are read into memory; larger ones with a row per training point
+        (a large training set kept as a kernel PCA's basis, its coefficients and training
+        scores) stay lazy dask arrays reading the store, which must then stay in place while
+        the model is used. Every other array (eigenvalues; all of a PCA's arrays, k x d at
+        most) and a sparse basis are always read into memory.
     storage_options : mapping, optional
         Options of a URL's fsspec file system.
 
@@ -333,8 +347,8 @@ def load(
     ``in_memory`` stays lazy: its chunks' presence is checked at load, and each chunk is
     decoded and checked against its checksum when it is read (at ``transform``), raising
     :class:`DamagedModelError` there; nothing is read twice. A model saved before dkpca
-    recorded checksums (model formats 1 and 2 without ``checksums``) is verified as far as it
-    can be: a chunk that cannot be decoded is an error, but a missing chunk cannot be told
+    recorded checksums (model formats 1 and 2 without ``checksums``; a later format without
+    them is damaged) is verified as far as it can be: a chunk that cannot be decoded is an error, but a missing chunk cannot be told
     from one that Zarr did not write because it equalled the fill value.
 
     Examples
@@ -438,9 +452,11 @@ def _read_estimator(group: zarr.Group, meta: Mapping[str, Any], reader: _Reader,
         params = _legacy_options(params, str(location))
     model.set_params(**params)
     _validate(model, name, location)
+    whole = reader.whole()
     for key, encoded in meta["attributes"].items():
         try:
-            setattr(model, key, reader.decode(encoded, group))
+            setattr(model, key, (reader if key in _LAZY_ATTRIBUTES[name] else whole)
+                    .decode(encoded, group))
         except DamagedModelError:
             raise
         except Exception as err:

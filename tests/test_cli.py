@@ -376,6 +376,18 @@ EARLY = {
                           "{tmp}/p.png", "--sigma2-grid", "inf"], "positive finite values"),
     "fields: unwritable model": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/r.zarr",
                                   "--save-model", "/proc/f.zarr"], "--save-model: "),
+    "fields: model at --out": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/r.zarr",
+                                "--save-model", "{tmp}/./r.zarr/", "--overwrite"],
+                               ("--out {tmp}/r.zarr and --save-model {tmp}/./r.zarr/ name the "
+                                "same place")),
+    "fields: model inside --out": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/r.zarr",
+                                    "--save-model", "{tmp}/r.zarr/model.zarr"],
+                                   "name one inside the other"),
+    "fields: one URL twice": (["fields", "{tmp}/data.zarr", "--out", "memory://same/r.zarr",
+                               "--save-model", "memory:///same/r.zarr/"], "name the same place"),
+    "select: table at plot": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                               "{tmp}/p.zarr", "--table", "{tmp}/p.zarr"],
+                              "--plot {tmp}/p.zarr and --table {tmp}/p.zarr name the same"),
     "fields: gamma with sigma2": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/r.zarr",
                                    "--method", "kpca", "--gamma", "1", "--sigma2", "1"],
                                   "give gamma or sigma2, not both"),
@@ -409,7 +421,7 @@ def test_user_errors_are_found_before_the_cluster_starts(case, saved_model, tmp_
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert status == 2 and len(lines) == 1 and lines[0].startswith("dkpca: error: "), captured.err
-    assert message in lines[0]
+    assert message.format(tmp=tmp_path) in lines[0]
     assert _snapshot(tmp_path) == before
 
 

@@ -7,7 +7,8 @@ import scipy.sparse
 import xarray as xr
 import zarr
 
-from dkpca import KernelPCA
+import dkpca
+from dkpca import PCA, KernelPCA
 from dkpca.io import as_array, as_dask, is_lazy, open_zarr
 
 
@@ -178,3 +179,42 @@ def test_a_command_on_lazy_input_with_nan_fails_with_one_line(tmp_path, capfd):
     err = capfd.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "row 42 is the first" in err[0], err
     assert not (tmp_path / "s.zarr").exists()
+
+
+def test_unknown_row_chunks_are_refused_with_the_fix(data):
+    from dkpca.io import require_known_rows
+
+    X = da.from_array(data, chunks=(30, -1))
+    assert require_known_rows(X) is X
+    masked = X[X[:, 0] > 0]
+    with pytest.raises(ValueError, match=r"KernelPCA.fit: X has unknown chunk sizes .*"
+                       r"X = X.compute_chunk_sizes\(\)"):
+        require_known_rows(masked, owner="KernelPCA.fit")
+    assert require_known_rows(masked.compute_chunk_sizes()).shape == (int((data[:, 0] > 0).sum()), 6)
+
+
+@pytest.mark.parametrize("fit", [
+    pytest.param(lambda X: KernelPCA(2, solver="exact").fit(X), id="exact fit"),
+    pytest.param(lambda X: KernelPCA(2, solver="randomized").fit(X), id="randomized fit"),
+    pytest.param(lambda X: KernelPCA(2, solver="nystrom").fit(X), id="nystrom fit"),
+    pytest.param(lambda X: KernelPCA(2, solver="nystrom").partial_fit(X), id="partial_fit"),
+    # compute_chunk_sizes works in place: the first batch is a copy, so X stays unknown
+    pytest.param(lambda X: KernelPCA(2, solver="nystrom").partial_fit(
+        X.copy().compute_chunk_sizes()).partial_fit(X), id="partial_fit, a later batch"),
+    pytest.param(lambda X: PCA(2).fit(X), id="PCA fit"),
+    pytest.param(lambda X: PCA(2).partial_fit(X), id="PCA partial_fit"),
+    pytest.param(lambda X: dkpca.select_model(X, n_train=50, n_draws=2), id="select_model"),
+])
+def test_fits_refuse_unknown_row_chunks_with_the_fix(fit, data):
+    X = da.from_array(data, chunks=(30, -1))
+    with pytest.raises(ValueError, match=r"compute_chunk_sizes\(\)"):
+        fit(X[X[:, 0] > -0.5])
+
+
+def test_transforms_take_unknown_row_chunks(data):
+    """A transform projects each block whatever its length: no pass to find the lengths."""
+    model = _fit(data)
+    X = da.from_array(data, chunks=(30, -1))
+    keep = data[:, 0] > 0
+    np.testing.assert_allclose(model.transform(X[X[:, 0] > 0]).compute(),
+                               model.transform(data[keep]), rtol=1e-12, atol=1e-12)

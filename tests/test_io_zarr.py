@@ -175,3 +175,43 @@ def test_a_failed_copy_leaves_no_destination(monkeypatch):
     with pytest.raises(Boom), atomic_group(url, overwrite=True) as group:
         group.create_array("x", data=np.ones(2))
     assert fs.find("/object-store/failed-copy") == []
+
+
+def test_a_writer_whose_process_id_was_reused_is_gone(tmp_path, caplog):
+    """A token naming a live process that started after the token's write began is abandoned
+    (the ID was reused: a restarted container runs dkpca as the same process ID again)."""
+    import psutil
+
+    from dkpca.io._temporaries import sweep_stale_siblings, writer_gone
+    from dkpca.io._writer import host_hash
+
+    pid = os.getpid()
+    born = psutil.Process(pid).create_time()
+    earlier = f"{host_hash()}-{pid}-{int(born) - 30 * 86400}"  # 30 days before this process
+    assert writer_gone(earlier, born) is not None
+    assert writer_gone(f"{host_hash()}-{pid}-{int(born) + 1}", born) is None  # this one: alive
+
+    fs, url = _memory_result("reused-pid")
+    fs.pipe_file(f"{url}/.dkpca-incomplete", f'{{"writer": "{earlier}"}}'.encode())
+    assert not check_destination(url, overwrite=True).exists()  # swept, not "being written"
+    assert "removed the incomplete result" in caplog.text
+
+    stale = tmp_path / f".out.zarr.dkpca-tmp-{earlier}-abcd1234"
+    live = tmp_path / f".out.zarr.dkpca-tmp-{host_hash()}-{pid}-{int(born) + 1}-abcd1234"
+    stale.mkdir()
+    live.mkdir()
+    assert sweep_stale_siblings(Location(tmp_path / "out.zarr")) == [str(stale)]
+    assert live.is_dir()
+
+
+def test_groups_are_zarr_v3_whatever_zarrs_default_format(tmp_path):
+    """Dimension names (the command line's outputs) need v3: the group is v3 whatever zarr's
+    default format."""
+    with zarr.config.set({"default_zarr_format": 2}):
+        with atomic_group(tmp_path / "out.zarr") as group:
+            store_array(group, "x", np.ones((3, 2)), dimension_names=("sample", "feature"))
+            compute(store_array(group, "y", da.ones((4, 2), chunks=2),
+                                dimension_names=("sample", "component")))
+        reopened = zarr.open_group(tmp_path / "out.zarr", mode="r")
+        assert reopened.metadata.zarr_format == 3
+        assert reopened["y"].metadata.dimension_names == ("sample", "component")

@@ -468,3 +468,14 @@ def test_flat_kernel_parameters_next_to_a_kernel_object_are_refused(kernel, para
     model = clone(KernelPCA(2, kernel=RBF(gamma=5.0))).fit(X)  # the object's own: fine
     assert model.gamma_ == 5.0
     assert KernelPCA(2, kernel=kernel).get_params()["gamma"] is None
+
+
+def test_copy_x_copies_a_dataframe(digits):
+    # The model's training rows must not be a view of the caller's frame: editing the frame
+    # after fit changed the model's projections before.
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(digits[:100, :20].astype(np.float64))
+    model = KernelPCA(3, kernel="rbf", gamma=0.01).fit(frame)
+    before = np.asarray(model.transform(frame.to_numpy(copy=True)))
+    frame.iloc[:, :] = 0.0
+    np.testing.assert_array_equal(np.asarray(model.transform(digits[:100, :20])), before)

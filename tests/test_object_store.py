@@ -243,3 +243,47 @@ def test_an_overwrite_never_replaces_keys_that_are_not_a_zarr_store(s3, inputs, 
     assert refused.returncode == 2 and "is a folder that is not a Zarr store" in refused.stderr
     assert "scores.zarr/someone-elses" in _keys(s3, prefix)
 
+
+
+def _without_aws_environment() -> dict[str, str]:
+    """This environment without ambient AWS settings: only --storage-options can reach moto."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    return {**env, "AWS_MAX_ATTEMPTS": "1", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def test_fields_and_select_write_their_zarr_outputs_with_the_storage_options(s3, prefix,
+                                                                             tmp_path):
+    """``fields --out`` and ``select --table`` reach the endpoint --storage-options names."""
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    sst = rng.normal(size=(40, 3, 4))
+    xr.Dataset({"sst": (("time", "lat", "lon"), sst)},
+               coords={"time": np.arange(40), "lat": [-30.0, 0.0, 30.0],
+                       "lon": np.arange(4) * 10.0}).to_zarr(tmp_path / "in.zarr",
+                                                             consolidated=False)
+    zarr.create_array(tmp_path / "x.zarr", data=rng.normal(size=(60, 3)))
+    common = ["--storage-options", json.dumps(s3), "--workers", "1", "--threads-per-worker", "1",
+              "--quiet"]
+    fields = subprocess.run(
+        [sys.executable, "-m", "dkpca", "fields", str(tmp_path / "in.zarr"), "--n-components",
+         "2", "--out", f"s3://{prefix}/eofs.zarr", "--save-model", f"s3://{prefix}/model.zarr",
+         *common], capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        env=_without_aws_environment())
+    assert fields.returncode == 0, fields.stderr[-3000:]
+    select = subprocess.run(
+        [sys.executable, "-m", "dkpca", "select", str(tmp_path / "x.zarr"), "--n-draws", "3",
+         "--plot", str(tmp_path / "select.png"), "--table", f"s3://{prefix}/table.zarr",
+         *common], capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        env=_without_aws_environment())
+    assert select.returncode == 0, select.stderr[-3000:]
+
+    result = xr.open_zarr(f"s3://{prefix}/eofs.zarr", consolidated=False, storage_options=s3)
+    reference = dkpca.xarray.FieldModel(dkpca.PCA(2), "time").fit(
+        xr.open_zarr(tmp_path / "in.zarr", consolidated=False).sst)
+    np.testing.assert_allclose(result.explained_variance_ratio,
+                               reference.explained_variance_ratio(), rtol=1e-10)
+    table = xr.open_zarr(f"s3://{prefix}/table.zarr", consolidated=False, storage_options=s3)
+    assert {"sigma2", "n_components", "information"} <= set(table.variables)
+    keys = _keys(s3, prefix)
+    assert not any(".dkpca-" in key for key in keys), keys  # no temporaries, no markers

@@ -401,3 +401,97 @@ def test_transform_with_a_damaged_model_exits_2_with_one_line(data, tmp_path, ca
     assert "damaged" in lines[0] and "basis_/coef" in lines[0]
     assert "refit or restore it" in lines[0].lower()
     assert not (tmp_path / "scores.zarr").exists()
+
+
+@pytest.mark.parametrize("solver", ["covariance", "gram", "randomized", "sketch"])
+@pytest.mark.parametrize("whiten", [False, True])
+def test_a_pca_loaded_lazily_is_read_whole(solver, whiten, tmp_path):
+    """Whatever ``in_memory``, a PCA's arrays (k x d at most) are read into memory, so its
+    probabilistic methods (numpy code) give what the fitted model gives."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 30)) @ rng.normal(size=(30, 30))
+    if solver == "gram":
+        X = X[:25]
+    model = dkpca.PCA(4, solver=solver, whiten=whiten, random_state=0).fit(X)
+    dkpca.save(model, tmp_path / "pca.zarr")
+    loaded = dkpca.load(tmp_path / "pca.zarr", in_memory=0)
+    for key in ("components_", "mean_", "explained_variance_", "singular_values_"):
+        assert isinstance(getattr(loaded, key), np.ndarray), key
+    np.testing.assert_array_equal(loaded.get_covariance(), model.get_covariance())
+    np.testing.assert_array_equal(loaded.get_precision(), model.get_precision())
+    np.testing.assert_array_equal(loaded.score_samples(X), model.score_samples(X))
+    assert loaded.score(X) == model.score(X)
+    np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+
+
+def test_a_kernel_pca_loaded_lazily_keeps_only_its_training_rows_lazy(data, tmp_path):
+    model = dkpca.KernelPCA(3, fit_inverse_transform=True).fit(data)
+    dkpca.save(model, tmp_path / "kpca.zarr")
+    loaded = dkpca.load(tmp_path / "kpca.zarr", in_memory=0)
+    assert isinstance(loaded.basis_.basis, da.Array)  # a training row each: left in the store
+    assert isinstance(loaded.dual_coef_, da.Array)
+    for key in ("eigenvalues_", "explained_variance_", "explained_variance_ratio_"):
+        assert isinstance(getattr(loaded, key), np.ndarray), key
+    np.testing.assert_array_equal(np.asarray(loaded.transform(data)), model.transform(data))
+
+
+@pytest.mark.parametrize("estimator", ["PCA", "FieldModel"])
+def test_a_model_of_format_3_or_later_without_checksums_is_damaged(estimator, tmp_path):
+    """Checksums came before format 3, so such a model without them was tampered with."""
+    import xarray as xr
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    path = tmp_path / "model.zarr"
+    if estimator == "PCA":
+        dkpca.save(dkpca.PCA(2).fit(X), path)
+    else:
+        field = xr.DataArray(X.reshape(40, 3, 1), dims=("time", "lat", "lon"))
+        dkpca.save(dkpca.xarray.FieldModel(dkpca.PCA(2), "time").fit(field), path)
+    group = zarr.open_group(path, mode="r+")
+    target = group["estimator"] if estimator == "FieldModel" else group
+    meta = dict(target.attrs["dkpca"])
+    assert meta["format_version"] >= 3
+    del meta["checksums"]
+    target.attrs["dkpca"] = meta
+    with pytest.raises(dkpca.persistence.DamagedModelError, match="checksums .* are missing"):
+        dkpca.load(path)
+
+
+def test_models_are_zarr_v3_whatever_zarrs_default_format(data, tmp_path):
+    model = dkpca.KernelPCA(3).fit(data)
+    with zarr.config.set({"default_zarr_format": 2}):
+        dkpca.save(model, tmp_path / "model.zarr")
+        assert zarr.open_group(tmp_path / "model.zarr", mode="r").metadata.zarr_format == 3
+        loaded = dkpca.load(tmp_path / "model.zarr", in_memory=0)
+        np.testing.assert_array_equal(np.asarray(loaded.transform(data)), model.transform(data))
+
+
+def _as_zarr_v2(source: Path, destination: Path) -> None:
+    """Copy a saved model into a Zarr v2 group, as a dkpca that did not pin v3 saved it while
+    zarr's default format was 2 (same values, chunks and attributes)."""
+    def copy(group: zarr.Group, into: zarr.Group) -> None:
+        into.attrs.update(dict(group.attrs))
+        for name, node in group.members():
+            if isinstance(node, zarr.Array):
+                into.create_array(name, data=node[...], chunks=node.chunks,
+                                  config={"write_empty_chunks": True})
+            else:
+                copy(node, into.create_group(name))
+
+    copy(zarr.open_group(source, mode="r"), zarr.open_group(destination, mode="w", zarr_format=2))
+
+
+def test_a_zarr_v2_model_loads_lazily_and_names_its_damaged_chunks(data, tmp_path):
+    model = dkpca.KernelPCA(3).fit(data)
+    dkpca.save(model, tmp_path / "v3.zarr")
+    _as_zarr_v2(tmp_path / "v3.zarr", tmp_path / "v2.zarr")
+    assert (tmp_path / "v2.zarr" / ".zgroup").exists()
+    loaded = dkpca.load(tmp_path / "v2.zarr", in_memory=0)
+    np.testing.assert_array_equal(np.asarray(loaded.transform(data)), model.transform(data))
+
+    coef = zarr.open_array(tmp_path / "v2.zarr" / "basis_" / "coef", mode="r+")
+    coef[0, 0] += 1.0  # an altered chunk, read lazily
+    lazy = dkpca.load(tmp_path / "v2.zarr", in_memory=0)
+    with pytest.raises(dkpca.persistence.DamagedModelError, match=r"chunk 0\.0 of the array "
+                       r"basis_/coef does not match its checksum"):
+        np.asarray(lazy.transform(data))

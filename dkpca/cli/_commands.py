@@ -140,7 +140,8 @@ def _select(args: argparse.Namespace) -> str:
 
         with atomic_location(args.table, overwrite=args.overwrite,
                              storage_options=storage(args, args.table)) as temp:
-            result.table.to_zarr(temp.store, mode="w-", consolidated=False)
+            result.table.to_zarr(temp.store, mode="w-", consolidated=False, zarr_format=3,
+                                 storage_options=temp.storage_options or None)
     if not args.quiet:
         print_selection(result)
     next_step = ("" if result.sigma2 is None or not result.n_components else

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> str:
             input=str(args.input))
         with atomic_location(args.out, overwrite=args.overwrite,
                              storage_options=out_options) as temp:
-            result.to_zarr(temp.store, mode="w-", consolidated=False)
+            result.to_zarr(temp.store, mode="w-", consolidated=False, zarr_format=3,
+                           storage_options=temp.storage_options or None)
         if args.save_model:
             save(model, args.save_model, overwrite=args.overwrite,
                  storage_options=model_options)

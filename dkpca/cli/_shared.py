@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -137,10 +138,19 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:
     """Check every output the command will write (``{option: destination}``), before any work.
 
     A destination that exists without ``--overwrite``, a folder that does not exist or cannot
-    be written: each stops the command here, in one line that names the option.
+    be written, two outputs at the same place (or one inside the other): each stops the
+    command here, in one line that names the option.
     """
     from dkpca.io import check_destination
 
+    given = {option: place for option, place in outputs.items() if place is not None}
+    places = {option: _place(args, place) for option, place in given.items()}
+    for i, (option, place) in enumerate(places.items()):
+        for other, there in list(places.items())[i + 1:]:
+            if place == there or there.startswith(place + "/") or place.startswith(there + "/"):
+                how = "the same place" if place == there else "one inside the other"
+                raise UsageError(f"{option} {given[option]} and {other} {given[other]} name "
+                                 f"{how}; give each output a place of its own")
     for option, destination in outputs.items():
         if destination is None:
             continue
@@ -149,6 +159,22 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:
                               storage_options=storage(args, destination))
         except OSError as err:  # exists, unwritable, not a folder: name the option to change
             raise type(err)(f"{option}: {first_line(err)}") from err
+
+
+def _place(args: argparse.Namespace, destination: Any) -> str:
+    """Return where ``destination`` is, normalised: the protocol and path its file system sees.
+
+    ``./r.zarr``, ``r.zarr/``, ``file://$PWD/r.zarr`` and a symbolic link to it give the same
+    place, as do two spellings of one URL.
+    """
+    from dkpca.io import Location
+
+    location = Location(destination, storage(args, destination))
+    if location.is_local:
+        return "file://" + os.path.realpath(location.store)
+    fs, path = location.filesystem()
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return f"{protocol}://{fs._strip_protocol(path).rstrip('/')}"
 
 
 def first_line(err: BaseException) -> str:

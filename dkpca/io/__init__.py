@@ -12,7 +12,15 @@ Examples
 """
 
 from dkpca.io._completion import IncompleteResultError, NotAZarrStoreError, require_complete
-from dkpca.io._input import as_array, as_dask, default_row_chunk, is_lazy, is_sparse, open_zarr
+from dkpca.io._input import (
+    as_array,
+    as_dask,
+    default_row_chunk,
+    is_lazy,
+    is_sparse,
+    open_zarr,
+    require_known_rows,
+)
 from dkpca.io._location import Location, url_options
 from dkpca.io._zarr import (
     atomic_group,
@@ -37,6 +45,7 @@ __all__ = [
     "is_sparse",
     "open_zarr",
     "require_complete",
+    "require_known_rows",
     "stop_writers_before_cleanup",
     "store_array",
     "url_options",

@@ -27,7 +27,15 @@ from dkpca.io._completion import require_complete
 from dkpca.io._location import Location
 from dkpca.io._views import view_blocks
 
-__all__ = ["as_array", "as_dask", "default_row_chunk", "is_lazy", "is_sparse", "open_zarr"]
+__all__ = [
+    "as_array",
+    "as_dask",
+    "default_row_chunk",
+    "is_lazy",
+    "is_sparse",
+    "open_zarr",
+    "require_known_rows",
+]
 
 #: Target size of one row chunk of in-memory input.
 ROW_CHUNK_BYTES = 64 * 2**20
@@ -399,6 +407,38 @@ def as_dask(
         per_row = max(1.0, X.nnz / X.shape[0])
         rows = default_row_chunk(1, int(per_row * (X.dtype.itemsize + 4)))
         return view_blocks(X, (rows, -1))
+    return X
+
+
+def require_known_rows(X: da.Array, name: str = "X", owner: str = "fit") -> da.Array:
+    """Return ``X``, or refuse a dask array whose row chunk sizes are unknown (NaN).
+
+    Boolean indexing (``X[X[:, 0] > 0]``) and some dask dataframe conversions give such
+    arrays. A transform handles them as they are (each block is projected whatever its
+    length), but a fit needs the number of samples before it starts, and finding it costs a
+    pass over the data: the caller makes that pass, once, where it chooses.
+
+    Raises
+    ------
+    ValueError
+        Unknown row chunk sizes, with the one-line fix ``X = X.compute_chunk_sizes()``.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> X = da.ones((4, 2), chunks=2)
+    >>> require_known_rows(X) is X
+    True
+    >>> require_known_rows(X[X[:, 0] > 0], owner="PCA.fit")
+    Traceback (most recent call last):
+    ...
+    ValueError: PCA.fit: X has unknown chunk sizes (shape (nan, 2), chunks ((nan, nan), (2,))), as boolean indexing gives; compute them first with X = X.compute_chunk_sizes() (one pass over the data).
+    """
+    if isinstance(X, da.Array) and any(math.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            f"{owner}: {name} has unknown chunk sizes (shape {X.shape}, chunks {X.chunks}), as "
+            f"boolean indexing gives; compute them first with {name} = "
+            f"{name}.compute_chunk_sizes() (one pass over the data).")
     return X
 
 

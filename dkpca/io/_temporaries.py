@@ -9,7 +9,9 @@ process killed outright (SIGKILL, a lost pod) leaves its temporary store behind;
 write to the same destination (any atomic write: ``dkpca.save``, every command's outputs)
 removes the siblings whose writer is provably gone, and logs each:
 
-- on this host, a writer whose process no longer exists;
+- on this host, a writer whose process no longer exists, or whose process ID now belongs to
+  a process started after the write began (the ID was reused: a container restarted with the
+  same host name runs dkpca as the same process ID again);
 - on another host (a replaced pod, another machine), a writer that started more than
   :data:`FOREIGN_WRITER_AGE` seconds ago, since its process cannot be seen from here;
 - a sibling named before writers were recorded, last changed more than that age ago.
@@ -23,10 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import time
 from typing import TYPE_CHECKING, Any
+
+import psutil
 
 from dkpca.io._writer import host_hash
 
@@ -44,14 +47,22 @@ FOREIGN_WRITER_AGE = 24 * 3600.0
 _WRITER = re.compile(r"-tmp-(?:(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<started>\d+)-)?[0-9a-f]+$")
 
 
-def _process_exists(pid: int) -> bool:
+#: Seconds a live process may seem to have started after its own token: the token's start is
+#: rounded down to the second, and a process's start time is known to about a clock tick.
+_START_SLACK = 2.0
+
+
+def _process_started(pid: int) -> float | None:
+    """When the live process ``pid`` started (seconds since the epoch); ``None`` if none lives.
+
+    ``-inf`` when it lives but its start time cannot be read: then it may be the writer.
+    """
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:  # a zombie too: it has exited
+        return None
+    except (psutil.AccessDenied, OSError):
+        return float("-inf")
 
 
 def _abandoned(fs: Any, path: str, name: str, now: float, max_age: float) -> str | None:
@@ -82,7 +93,13 @@ def writer_gone(token: str, now: float, max_age: float = FOREIGN_WRITER_AGE) -> 
     """
     host, pid, started = token.split("-")
     if host == host_hash():
-        return None if _process_exists(int(pid)) else f"its writer, process {pid}, is gone"
+        created = _process_started(int(pid))
+        if created is None:
+            return f"its writer, process {pid}, is gone"
+        if created > int(started) + _START_SLACK:  # the process ID was reused
+            return (f"its writer, process {pid}, is gone: the process {pid} now running "
+                    f"started after the write began")
+        return None
     age = now - int(started)
     return f"its writer on another host started {age / 3600:.1f} h ago" if age > max_age else None
 

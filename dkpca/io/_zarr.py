@@ -232,7 +232,8 @@ def atomic_group(
 ) -> Iterator[zarr.Group]:
     """Yield a new Zarr group that appears at ``destination`` only once the block succeeds.
 
-    See :func:`atomic_location` for the failure semantics.
+    The group is Zarr format 3 whatever zarr's default format, and so are the arrays created
+    in it. See :func:`atomic_location` for the failure semantics.
 
     Examples
     --------
@@ -245,8 +246,11 @@ def atomic_group(
     with atomic_location(
         destination, overwrite=overwrite, storage_options=storage_options
     ) as temp:
+        # Zarr v3 whatever zarr's default format (``zarr.config``, ``ZARR_DEFAULT_ZARR_FORMAT``):
+        # dimension names and the chunk keys dkpca's checks name are v3 only.
         yield zarr.open_group(
-            store=temp.store, mode="w-", attributes=dict(attributes or {}), **temp.open_options
+            store=temp.store, mode="w-", attributes=dict(attributes or {}), zarr_format=3,
+            **temp.open_options,
         )
 
 

@@ -28,7 +28,7 @@ from dkpca._device import configured_device
 from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import Interval, Options, check_random_state, validate_params
 from dkpca.blocked import compute
-from dkpca.io import as_dask
+from dkpca.io import as_dask, require_known_rows
 
 from . import entropy, kpa, mdd
 from ._distances import distance_moments
@@ -319,7 +319,7 @@ def select_model(
         raise ValueError(f"select_model: n_components={n_components} exceeds "
                          f"max_components={max_components}, the most eigenvalues computed; "
                          f"raise max_components or leave it unset")
-    Xd = as_dask(X)
+    Xd = require_known_rows(as_dask(X), owner="select_model")
     streams = check_random_state(random_state).spawn(3)
     rng_train, rng_valid = (np.random.default_rng(s) for s in streams[:2])
     variances = Xd.astype(np.float64).var(axis=0, ddof=1)
