@@ -124,6 +124,13 @@ def match_signs(A: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return A * signs
 
 
+def centred_eigenvalues(K: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` largest eigenvalues of the centred kernel matrix ``H K H``, descending."""
+    n = len(K)
+    H = np.eye(n) - 1.0 / n
+    return np.linalg.eigvalsh(H @ K @ H)[::-1][:k]
+
+
 def similarity(V: np.ndarray, V_ref: np.ndarray) -> np.ndarray:
     """Tutorial eq. (66), per column: ``|vᵀv'| / (|v| |v'|)``."""
     return np.abs(np.sum(V * V_ref, axis=0)) / (

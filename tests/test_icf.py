@@ -3,7 +3,7 @@
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import match_signs, similarity
+from conftest import centred_eigenvalues, match_signs, similarity
 
 from dkpca import KernelPCA
 from dkpca.kernels import RBF
@@ -134,12 +134,6 @@ def test_same_pivots_on_a_distributed_client(blobs, client):
     np.testing.assert_array_equal(on_cluster.landmarks_, local.pivots)
 
 
-def _centred_eigenvalues(K, k):
-    n = len(K)
-    H = np.eye(n) - 1.0 / n
-    return np.linalg.eigvalsh(H @ K @ H)[::-1][:k]
-
-
 @pytest.mark.parametrize("kernel, params, positive", [
     ("sigmoid", {}, False),
     ("poly", {"degree": 3, "coef0": -1.0}, False),
@@ -162,7 +156,7 @@ def test_icf_checks_a_precomputed_matrix_on_the_data():
         KernelPCA(3, kernel="precomputed", solver=ICF(max_rank=200)).fit(sigmoid_kernel(X))
     K = rbf_kernel(X, gamma=0.5)  # a PSD matrix still fits, as exactly as the exact solver
     model = KernelPCA(3, kernel="precomputed", solver=ICF(max_rank=200, tol=1e-12)).fit(K)
-    np.testing.assert_allclose(model.eigenvalues_, _centred_eigenvalues(K, 3), rtol=1e-8)
+    np.testing.assert_allclose(model.eigenvalues_, centred_eigenvalues(K, 3), rtol=1e-8)
 
 
 @pytest.mark.parametrize("tol", [1e-4, 1e-6, 1e-9])
@@ -174,7 +168,7 @@ def test_icf_on_float32_data_stops_at_float32_rounding(tol):
     model = KernelPCA(4, kernel="rbf", gamma=0.5, solver=ICF(max_rank=300, tol=tol)).fit(
         X.astype(np.float32))
     np.testing.assert_allclose(model.eigenvalues_,
-                               _centred_eigenvalues(rbf_kernel(X, gamma=0.5), 4), rtol=1e-4)
+                               centred_eigenvalues(rbf_kernel(X, gamma=0.5), 4), rtol=1e-4)
 
 
 @pytest.mark.parametrize("data, kernel, solver, message", [

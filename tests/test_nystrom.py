@@ -3,7 +3,7 @@
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import match_signs, similarity
+from conftest import centred_eigenvalues, match_signs, similarity
 from sklearn.decomposition import PCA as SklearnPCA
 
 from dkpca import KernelPCA
@@ -154,12 +154,6 @@ def test_float32_data_keeps_float64_accuracy_in_the_moments(digits):
     assert np.all(similarity(single.eigenvectors_, double.eigenvectors_) > 0.9999)
 
 
-def _centred_eigenvalues(K, k):
-    n = len(K)
-    H = np.eye(n) - 1.0 / n
-    return np.linalg.eigvalsh(H @ K @ H)[::-1][:k]
-
-
 @pytest.mark.parametrize("kernel, params, positive", [
     ("sigmoid", {"gamma": 0.5, "coef0": -1.0}, False),
     ("poly", {"degree": 3, "coef0": -1.0}, False),
@@ -183,7 +177,7 @@ def test_an_indefinite_kernel_with_a_positive_part_still_fits():
     X = np.random.default_rng(18).normal(size=(300, 3))
     model = KernelPCA(3, kernel="sigmoid", solver=Nystrom(n_landmarks=300)).fit(X)
     np.testing.assert_allclose(model.eigenvalues_,
-                               _centred_eigenvalues(sigmoid_kernel(X, gamma=1 / 3), 3),
+                               centred_eigenvalues(sigmoid_kernel(X, gamma=1 / 3), 3),
                                rtol=1e-4)
 
 
