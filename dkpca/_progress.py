@@ -307,10 +307,16 @@ def compute(*collections: Any, **kwargs: Any) -> tuple:
     if client is None or dask.config.get("scheduler", None) not in (None, "dask.distributed"):
         with _LocalProgress(report):
             return dask.compute(*collections, **kwargs)
-    futures = client.compute(list(collections), **kwargs)
+    # As with dask.compute, anything but a dask collection comes back as it is: the client
+    # would send it to the cluster, and the progress display cannot follow a plain value.
+    lazy = [k for k, c in enumerate(collections) if dask.is_dask_collection(c)]
+    if not lazy:
+        return collections
+    futures = client.compute([collections[k] for k in lazy], **kwargs)
     try:
         _scheduler_progress(futures, report)
-        return tuple(client.gather(futures))
+        results = dict(zip(lazy, client.gather(futures), strict=True))
     except BaseException:
         client.cancel(futures)  # stop the rest of the work (and its writes) now
         raise
+    return tuple(results.get(k, c) for k, c in enumerate(collections))

@@ -48,6 +48,23 @@ def test_transform_of_a_transposed_component_keeps_the_sample_coordinate(store, 
     np.testing.assert_allclose(ds.scores.values, reference, atol=1e-10)
 
 
+@pytest.mark.distributed
+def test_fit_with_a_learned_preimage_while_showing_progress(store, tmp_path):
+    """Without --quiet the command computes through the cluster's progress display, which
+    failed on the learned pre-image's numpy arrays ("unhashable type: 'numpy.ndarray'")."""
+    path, X = store
+    model_path = tmp_path / "poly.zarr"
+    assert main(["fit", str(path), "--component", "X", "--out", str(model_path),
+                 "--kernel", "poly", "--degree", "2", "--n-components", "3", "--solver", "exact",
+                 "--fit-inverse-transform", "--alpha", "0.1", *CLUSTER]) == 0
+    model = dkpca.load(model_path)
+    reference = dkpca.KernelPCA(3, kernel="poly", degree=2, solver="exact",
+                                fit_inverse_transform=True, alpha=0.1).fit(X)
+    np.testing.assert_allclose(model.inverse_transform(model.transform(X[:20])),
+                               reference.inverse_transform(reference.transform(X[:20])),
+                               rtol=1e-6, atol=1e-8)
+
+
 def _snapshot(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 

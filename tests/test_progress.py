@@ -104,6 +104,16 @@ def test_distributed_progress_counts_tasks_and_cancels_on_failure(client):
     np.testing.assert_equal(compute(da.arange(3))[0], np.arange(3))
 
 
+def test_plain_values_pass_through_the_distributed_progress(client):
+    # As dask.compute does: `fit --fit-inverse-transform` computed numpy arrays this way, and
+    # the client's progress display failed on them ("unhashable type: 'numpy.ndarray'").
+    plain = np.arange(4.0)
+    with progress_bar(io.StringIO(), minimum=0.0):
+        first, total, again = compute(plain, da.ones(6, chunks=2).sum(), plain)
+        assert compute(plain)[0] is plain
+    assert first is plain and again is plain and total == 6
+
+
 def test_step_numbers_run_on_past_silent_computations():
     stream = io.StringIO()
     with progress_bar(stream, minimum=0.3, phase="fit", interval=0.1):
