@@ -159,7 +159,7 @@ def test_lazy_input_is_checked_as_numpy_input_is_with_the_row(tmp_path, bad, kin
     with pytest.raises(ValueError, match="NaN or infinity"):
         model.transform(Y)  # numpy input: at once
     scores = model.transform(lazy)  # lazy: nothing computed yet
-    with pytest.raises(ValueError, match=r"contains NaN or infinity \(row 137 is the first\)"):
+    with pytest.raises(ValueError, match=r"contains NaN or infinity at row 137 \(the first in rows 100 to 149;"):
         np.asarray(scores)
     np.testing.assert_allclose(model.transform(da.from_array(X, chunks=(50, 4))).compute(),
                                model.transform(X))
@@ -177,7 +177,7 @@ def test_a_command_on_lazy_input_with_nan_fails_with_one_line(tmp_path, capfd):
                    str(tmp_path / "s.zarr"), "--quiet", "--workers", "1",
                    "--threads-per-worker", "1"])
     err = capfd.readouterr().err.strip().splitlines()
-    assert status == 2 and len(err) == 1 and "row 42 is the first" in err[0], err
+    assert status == 2 and len(err) == 1 and "at row 42 (the first in rows 25 to 49;" in err[0], err
     assert not (tmp_path / "s.zarr").exists()
 
 

@@ -311,10 +311,12 @@ def as_array(
 
 
 def _finite_block(block: Any, label: str, block_info: dict | None = None) -> Any:
-    """Return ``block`` unchanged, or raise naming the first row with NaN or infinity.
+    """Return ``block`` unchanged, or raise naming its first row with NaN or infinity.
 
     Lazy input is checked as its chunks are computed, in the task that reads them, so the
-    check costs no pass of its own and catches what numpy input's check catches.
+    check costs no pass of its own and catches what numpy input's check catches. Which block
+    fails first depends on the order the tasks ran in, so the row named is the first of its
+    block, not necessarily of the data.
     """
     values = block.data if scipy.sparse.issparse(block) else block
     finite = np.isfinite(values)
@@ -324,9 +326,10 @@ def _finite_block(block: Any, label: str, block_info: dict | None = None) -> Any
         first = int(np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))[~finite][0])
     else:
         first = int(np.flatnonzero(~finite.all(axis=1))[0])
-    offset = block_info[0]["array-location"][0][0] if block_info else 0
-    raise ValueError(f"{label} contains NaN or infinity (row {offset + first} is the first); "
-                     "remove or impute those values first.")
+    start, stop = block_info[0]["array-location"][0] if block_info else (0, block.shape[0])
+    raise ValueError(f"{label} contains NaN or infinity at row {start + first} (the first in "
+                     f"rows {start} to {stop - 1}; other rows may hold more); remove or impute "
+                     "those values first.")
 
 
 def as_dask(
