@@ -251,6 +251,7 @@ def _without_aws_environment() -> dict[str, str]:
     return {**env, "AWS_MAX_ATTEMPTS": "1", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
+@pytest.mark.slow  # 32 s, two commands each with a cluster; test_cli.py checks both outputs
 def test_fields_and_select_write_their_zarr_outputs_with_the_storage_options(s3, prefix,
                                                                              tmp_path):
     """``fields --out`` and ``select --table`` reach the endpoint --storage-options names."""
