@@ -304,7 +304,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         else:
             mean, eigenvalues, vectors, total = self._fit_gram(Xa, count)
         self.solver_ = solver
-        centred = solver in ("randomized", "gram") or (solver == "covariance" and not sparse)
+        centred = (solver in ("randomized", "gram", "sketch")
+                   or (solver == "covariance" and not sparse))
         self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype, centred)
         # Only the covariance solver's statistics are a sum over rows that partial_fit can
         # continue; a refit with another solver must not leave an older fit's behind.
@@ -467,10 +468,13 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         vectors = complete_basis(vectors[:, :m], m)
         noise = noise_variance(variances[:found], m, limit, total)
         variances = variances[:m]
-        # Sums of squares minus the squared mean leave ~1e-16 of the scale where nothing varies;
-        # moments around a sample or a block's mean (dense covariance, randomized) and the Gram
-        # matrix of rows shifted by the first (gram) are exactly zero there.
-        floor = 0.0 if centred else 1e-13 * d * float(np.max(mean**2))
+        # Sums of squares minus n·μ² (sparse covariance) cancel, where nothing varies, to the
+        # rounding of a sum of n terms: at most about n·eps·Σⱼ n μⱼ², over columns (not
+        # d·max μ², which exceeds a real variance next to one large-mean column). Moments
+        # around a sample or a block's mean (dense covariance, randomized), around the first
+        # row (sketch) and the Gram matrix of shifted rows (gram) are exactly zero there.
+        scale = n * float(np.sum(mean**2)) / (n - 1)
+        floor = 0.0 if centred else (64 + n) * np.finfo(float).eps * scale
         varies = total > max(floor, np.finfo(float).tiny)
         warn_if_no_variance(varies, "PCA", "")
         self.mean_ = mean.astype(dtype)

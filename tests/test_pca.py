@@ -534,3 +534,33 @@ def test_randomized_sends_its_vectors_beside_the_graph(client):
         warnings.filterwarnings("error", message="Sending large graph")
         local = PCA(4, solver="randomized", tol=1e-10, random_state=0).fit(X)
     np.testing.assert_allclose(local.explained_variance_, exact, rtol=1e-9)
+
+
+def test_sparse_column_of_large_mean_still_varies():
+    """The no-variance floor of sparse moments is a rounding bound over columns (eps·Σμ²
+    times the rows summed), not d·max μ², which exceeded the real total next to one
+    large-mean column: a false "do not vary" warning and zero ratios."""
+    import scipy.sparse
+
+    rng = np.random.default_rng(0)
+    B = (rng.random((500, 100)) < 0.05).astype(float)
+    B[:, 0] = 1e6 + rng.normal(size=500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "do not vary" warning
+        model = PCA(3).fit(scipy.sparse.csr_matrix(B))
+    reference = SkPCA(3, svd_solver="full").fit(B)
+    np.testing.assert_allclose(model.explained_variance_ratio_,
+                               reference.explained_variance_ratio_, rtol=1e-2)
+    np.testing.assert_allclose(model.explained_variance_ratio_,
+                               model.explained_variance_ / np.var(B, axis=0, ddof=1).sum(),
+                               rtol=1e-2)  # sparse moments lose log10(μ²/σ²) digits
+
+
+@pytest.mark.parametrize("value", [0.1, 1e6 + 0.1, 7.77])
+def test_constant_sparse_data_still_warns(value):
+    import scipy.sparse
+
+    X = scipy.sparse.csr_matrix(np.full((2000, 3), value) * [1.0, 3.0, 0.5])
+    with pytest.warns(UserWarning, match="do not vary"):
+        model = PCA(2).fit(X)
+    np.testing.assert_array_equal(model.explained_variance_ratio_, 0.0)

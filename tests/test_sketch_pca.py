@@ -72,3 +72,50 @@ def test_bad_settings(low_rank):
         bad = low_rank.copy()
         bad[3, 3] = np.nan
         PCA(3, solver="sketch", sketch_dim=20).fit(da.from_array(bad, chunks=500))
+
+
+@pytest.mark.parametrize("refine", [False, True])
+@pytest.mark.parametrize(
+    "offset, rank, shape", [(0.0, 0, (20, 5)), (1e3, 1, (50, 8)), (1e6, 2, (100, 30))]
+)
+def test_components_are_orthonormal_on_low_rank_data(offset, rank, shape, refine):
+    """Rounding-noise eigenvalues of the sketch used to add near copies of the leading
+    direction (max|W Wᵀ - I| up to 1); the rows must be orthonormal, as scikit-learn's are,
+    and the directions past the rank carry no variance."""
+    rng = np.random.default_rng(0)
+    X = offset + 3.0 + rng.normal(size=(shape[0], rank)) @ rng.normal(size=(rank, shape[1]))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rank 0: "the data do not vary", as documented
+        model = PCA(3, solver="sketch", refine=refine, random_state=0).fit(X)
+    W = model.components_
+    np.testing.assert_allclose(W @ W.T, np.eye(3), atol=1e-8)
+    np.testing.assert_allclose(model.explained_variance_[rank:], 0.0,
+                               atol=1e-8 * np.var(X, axis=0, ddof=1).sum() + 1e-300)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e7, 1e8])
+def test_data_far_from_the_origin(offset):
+    """Moments are taken around a training row: a shift of the data changes nothing, where
+    raw sums minus n μ² once lost the whole variance (a "do not vary" warning, ratios 0)."""
+    import warnings
+
+    from sklearn.decomposition import PCA as SkPCA
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 50)) * np.linspace(5, 0.5, 50)
+    params = {"sketch_dim": 50, "refine": True, "random_state": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = PCA(3, solver="sketch", **params).fit(X + offset)
+    reference = PCA(3, solver="sketch", **params).fit(X)  # the same sketch, at the origin
+    np.testing.assert_allclose(model.explained_variance_, reference.explained_variance_,
+                               rtol=1e-6)
+    total = np.var(X, axis=0, ddof=1).sum()
+    np.testing.assert_allclose(model.explained_variance_ratio_,
+                               model.explained_variance_ / total, rtol=1e-6)
+    np.testing.assert_allclose(model.mean_, X.mean(axis=0) + offset, rtol=1e-12, atol=1e-6)
+    # refined Rayleigh–Ritz values cannot exceed the exact ones
+    exact = SkPCA(3, svd_solver="full").fit(X).explained_variance_
+    assert np.all(model.explained_variance_ <= exact * (1 + 1e-9))

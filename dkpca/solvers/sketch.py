@@ -172,9 +172,13 @@ def _nystrom_eigenpairs(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.nd
     return eigenvalues, flip_signs(Q @ S)
 
 
-def _sketch_moments(block: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """Stack ``[Σ x; Σ x∘x; Σ s; Sᵀ S]`` of one row chunk, with ``S = block W`` (float64)."""
-    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
+def _sketch_moments(block: np.ndarray, W: np.ndarray, origin: np.ndarray) -> np.ndarray:
+    """Stack ``[Σ x; Σ x∘x; Σ s; Sᵀ S]`` of one row chunk shifted by ``origin``, ``S = x W``.
+
+    The shift (a training row) keeps the moments near the data's spread: raw sums around
+    zero would cancel when the mean is subtracted, far from the origin.
+    """
+    B = np.asarray(block, dtype=np.float64) - origin
     S = B @ W
     q, d = W.shape[1], B.shape[1]
     out = np.zeros((3 + q, max(d, q)))
@@ -184,16 +188,16 @@ def _sketch_moments(block: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 
 def _back_projection(
-    block: np.ndarray, W: np.ndarray, shift: np.ndarray, U: np.ndarray
+    block: np.ndarray, W: np.ndarray, origin: np.ndarray, shift: np.ndarray, U: np.ndarray
 ) -> np.ndarray:
-    """``Bᵀ ((B W - shift) U)`` of one row chunk: eq. (21)'s ``X_cᵀ v`` before scaling."""
-    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
+    """``Bᵀ ((B W - shift) U)``, ``B = block - origin``: eq. (21)'s ``X_cᵀ v`` unscaled."""
+    B = np.asarray(block, dtype=np.float64) - origin
     return B.T @ ((B @ W - shift) @ U)
 
 
-def _scatter_product(block: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """``Bᵀ (B V)`` of one row chunk."""
-    B = np.asarray(block, dtype=np.float64)  # no copy of float64 data
+def _scatter_product(block: np.ndarray, origin: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """``Bᵀ (B V)`` of one row chunk, ``B = block - origin``."""
+    B = np.asarray(block, dtype=np.float64) - origin
     return B.T @ (B @ V)
 
 
@@ -237,28 +241,51 @@ def fit_pca_sketch(
     n, d = X.shape
     q = sketch.sketch_dim
     W = sketch.matrix(d)
+    X = X.rechunk({1: -1})  # whole rows, so that every block is shifted by the same row
     blocks = X.to_delayed().ravel()
-    parts = [dask.delayed(_sketch_moments)(b, W) for b in blocks]
+    # Moments around the first row, as the covariance and gram solvers take them: exact
+    # zeros where nothing varies, and no cancellation far from the origin.
+    (origin,) = compute(X[0])
+    origin = np.asarray(origin, dtype=np.float64)
+    parts = [dask.delayed(_sketch_moments)(b, W, origin) for b in blocks]
     (moments,) = compute(tree_sum(parts))
     if not np.isfinite(moments).all():
         raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
-    mean = moments[0, :d] / n
-    total = float(moments[1, :d].sum() - n * mean @ mean) / (n - 1)
+    offset = moments[0, :d] / n  # the mean, less the origin
+    mean = origin + offset
+    total = float(moments[1, :d].sum() - n * offset @ offset) / (n - 1)
     sketch_mean = moments[2, :q] / n
     scatter = moments[3:, :q] - n * np.outer(sketch_mean, sketch_mean)
     s, U = top_eigh(scatter, None if rule.needs_full_spectrum else rule.count, overwrite=True)
     keep = s > max(s[0], 0.0) * 1e-12
     s, U = s[keep], U[:, keep]
-    parts = [dask.delayed(_back_projection)(b, W, sketch_mean, U) for b in blocks]
+    parts = [dask.delayed(_back_projection)(b, W, origin, sketch_mean, U) for b in blocks]
     (back,) = compute(tree_sum(parts))
-    vectors = back / s  # X_cᵀ S_c u / s; X_cᵀ = Xᵀ on S_c's zero-sum columns
-    vectors /= np.linalg.norm(vectors, axis=0)
-    eigenvalues = s
+    vectors = back / s  # X_cᵀ S_c u / s; X_cᵀ = (X - origin)ᵀ on S_c's zero-sum columns
+    vectors, independent = _orthonormal(vectors)
+    eigenvalues = s[independent]
     if refine:
-        Q, _ = np.linalg.qr(vectors)
-        parts = [dask.delayed(_scatter_product)(b, Q) for b in blocks]
+        Q = vectors
+        parts = [dask.delayed(_scatter_product)(b, origin, Q) for b in blocks]
         (product,) = compute(tree_sum(parts))
-        product -= n * np.outer(mean, mean @ Q)  # X_cᵀ X_c Q = Xᵀ X Q - n μ μᵀ Q
+        product -= n * np.outer(offset, offset @ Q)  # X_cᵀ X_c Q = Bᵀ B Q - n m mᵀ Q
         eigenvalues, S = top_eigh(Q.T @ product, None, overwrite=True)
         vectors = Q @ S
     return mean, eigenvalues, flip_signs(vectors), total
+
+
+def _orthonormal(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormalise the back-projected directions in their order (Gram–Schmidt by QR).
+
+    Eq. (21)'s vectors are orthogonal only approximately, and those of rounding-noise
+    eigenvalues nearly repeat a leading direction; a column with almost nothing left after
+    removing the earlier ones is dropped (``complete_basis`` fills it with a zero-variance
+    direction). Returns the orthonormal columns (each on its vector's side) and which were kept.
+    """
+    if vectors.shape[1] == 0:
+        return vectors, np.zeros(0, dtype=bool)
+    Q, R = np.linalg.qr(vectors / np.linalg.norm(vectors, axis=0))
+    diagonal = np.diag(R)
+    independent = np.abs(diagonal) > 1e-6
+    Q = Q * np.where(diagonal < 0, -1.0, 1.0)
+    return Q[:, independent], independent
