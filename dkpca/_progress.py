@@ -307,9 +307,11 @@ def compute(*collections: Any, **kwargs: Any) -> tuple:
     if client is None or dask.config.get("scheduler", None) not in (None, "dask.distributed"):
         with _LocalProgress(report):
             return dask.compute(*collections, **kwargs)
-    # As with dask.compute, anything but a dask collection comes back as it is: the client
-    # would send it to the cluster, and the progress display cannot follow a plain value.
-    lazy = [k for k, c in enumerate(collections) if dask.is_dask_collection(c)]
+    # As with dask.compute, a plain value (an array, a number) comes back as it is: the client
+    # would send it to the cluster, and the progress display cannot follow it. Builtin
+    # containers go to the client, which computes the collections inside them.
+    lazy = [k for k, c in enumerate(collections)
+            if dask.is_dask_collection(c) or isinstance(c, list | tuple | dict | set)]
     if not lazy:
         return collections
     futures = client.compute([collections[k] for k in lazy], **kwargs)

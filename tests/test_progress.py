@@ -4,6 +4,7 @@ import io
 import re
 import time
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -111,7 +112,10 @@ def test_plain_values_pass_through_the_distributed_progress(client):
     with progress_bar(io.StringIO(), minimum=0.0):
         first, total, again = compute(plain, da.ones(6, chunks=2).sum(), plain)
         assert compute(plain)[0] is plain
+        # a list of collections is computed inside, as dask.compute does
+        (inside,) = compute([dask.delayed(int)(2), da.ones(3, chunks=1).sum()])
     assert first is plain and again is plain and total == 6
+    assert list(inside) == [2, 3]
 
 
 def test_step_numbers_run_on_past_silent_computations():
