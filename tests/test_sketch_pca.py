@@ -119,3 +119,20 @@ def test_data_far_from_the_origin(offset):
     # refined Rayleigh–Ritz values cannot exceed the exact ones
     exact = SkPCA(3, svd_solver="full").fit(X).explained_variance_
     assert np.all(model.explained_variance_ <= exact * (1 + 1e-9))
+
+
+@pytest.mark.parametrize("sketch", ["gaussian", "hashing"])
+@pytest.mark.parametrize("shape", [(50, 1), (5, 2), (200, 3), (300, 40)])
+def test_unrefined_eigenvalues_never_exceed_the_exact_ones_in_partial_sums(sketch, shape):
+    """The sketch's own eigenvalues overshoot (ratios summing to 2.08 at d = 1); the
+    reported ones are Rayleigh quotients at orthonormal sample directions, bounded by Ky Fan."""
+    X = np.random.default_rng(1).normal(size=shape) * np.linspace(3, 0.5, shape[1])
+    exact = np.linalg.eigvalsh(np.cov(X, rowvar=False).reshape(shape[1], shape[1]))[::-1]
+    width = min(shape[1], 5)
+    for seed in range(6):
+        model = PCA(width, solver="sketch", sketch=sketch, sketch_dim=20,
+                    random_state=seed).fit(X)
+        found = np.cumsum(model.explained_variance_)
+        assert np.all(found <= np.cumsum(exact[:width]) * (1 + 1e-10))
+        assert model.explained_variance_ratio_.sum() <= 1 + 1e-10
+        assert np.all(np.diff(model.explained_variance_) <= 0)

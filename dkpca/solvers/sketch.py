@@ -216,7 +216,8 @@ def fit_pca_sketch(
     -------
     mean : (d,) array
     eigenvalues : (k,) array
-        Of the scatter matrix ``X_cᵀ X_c`` (PCA divides by ``n - 1``).
+        Of the scatter matrix ``X_cᵀ X_c`` (PCA divides by ``n - 1``): its Rayleigh
+        quotients at the sketched sample directions ``v``, or on ``span(w)`` with ``refine``.
     vectors : (d, k) array
         Unit principal directions.
     total : float
@@ -261,9 +262,15 @@ def fit_pca_sketch(
     s, U = s[keep], U[:, keep]
     parts = [dask.delayed(_back_projection)(b, W, origin, sketch_mean, U) for b in blocks]
     (back,) = compute(tree_sum(parts))
-    vectors = back / s  # X_cᵀ S_c u / s; X_cᵀ = (X - origin)ᵀ on S_c's zero-sum columns
-    vectors, independent = _orthonormal(vectors)
-    eigenvalues = s[independent]
+    # back = X_cᵀ S_c U (X_cᵀ = (X - origin)ᵀ on S_c's zero-sum columns). The sketched
+    # eigenvectors v = S_c u / sqrt(s) are orthonormal samples' directions, and
+    # ||X_cᵀ v||² = ||back||² / s is the scatter's Rayleigh quotient there: at most the top
+    # eigenvalue, summing to at most the trace (Ky Fan), where the sketch's own s can
+    # exceed both (twice the total variance at d = 1).
+    rayleigh = np.einsum("ij,ij->j", back, back) / s
+    order = np.argsort(-rayleigh, kind="stable")
+    vectors, independent = _orthonormal(back[:, order])
+    eigenvalues = rayleigh[order][independent]
     if refine:
         Q = vectors
         parts = [dask.delayed(_scatter_product)(b, origin, Q) for b in blocks]
