@@ -19,7 +19,20 @@ from .io import is_sparse
 from .linalg import top_eigh
 from .moments import RowStatistics, moments_in_memory, shifted_moments
 
-__all__ = ["check_finite_statistics", "covariance_spectrum", "row_statistics"]
+__all__ = [
+    "NonFiniteStatisticsError",
+    "check_finite_statistics",
+    "covariance_spectrum",
+    "row_statistics",
+]
+
+
+class NonFiniteStatisticsError(ValueError):
+    """NaN or infinity reached a PCA solver's accumulated statistics.
+
+    :class:`dkpca.PCA` skips the per-block check of its input (the statistics show it at no
+    cost) and, on this error, reads the data once more to name the first row at fault.
+    """
 
 
 def row_statistics(X: Any) -> RowStatistics:
@@ -70,9 +83,10 @@ def covariance_spectrum(
 
 
 def check_finite_statistics(*statistics: np.ndarray) -> None:
-    """Raise before any solve if non-finite input reached the accumulated statistics."""
+    """Raise :class:`NonFiniteStatisticsError` if non-finite values reached the statistics."""
     if not all(np.isfinite(s).all() for s in statistics):
-        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
+        raise NonFiniteStatisticsError(
+            "PCA: X contains NaN or infinity; remove or impute those values.")
 
 
 def _chunk_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:

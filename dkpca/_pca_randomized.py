@@ -51,6 +51,7 @@ import psutil
 import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning
 
+from ._pca_covariance import check_finite_statistics
 from ._pca_products import centred_rtimes, centred_slabs, centred_times, product_dtype
 from ._pca_stripes import (
     HELD_SHARE,
@@ -113,10 +114,11 @@ def _block_moments(block: object) -> tuple[int, np.ndarray, np.ndarray]:
         mean = sums / r
         return r, mean, np.maximum(squares - r * mean**2, 0.0)
     block = np.asarray(block)
-    mean = block.mean(axis=0, dtype=np.float64)
     m2 = np.zeros(block.shape[1])
-    for _, slab in centred_slabs(block, mean):  # no temporary the size of the block
-        m2 += np.square(slab, out=slab).sum(axis=0)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: fit reports it
+        mean = block.mean(axis=0, dtype=np.float64)
+        for _, slab in centred_slabs(block, mean):  # no temporary the size of the block
+            m2 += np.square(slab, out=slab).sum(axis=0)
     return len(block), mean, m2
 
 
@@ -125,12 +127,13 @@ def _combine_moments(
 ) -> tuple[int, np.ndarray, np.ndarray]:
     """Chan, Golub and LeVeque's pairwise update of counts, means and squared deviations."""
     n, mean, m2 = parts[0]
-    for r, mean_r, m2_r in parts[1:]:
-        delta = mean_r - mean
-        total = n + r
-        mean = mean + delta * (r / total)
-        m2 = m2 + m2_r + delta**2 * (n * r / total)
-        n = total
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: fit reports it
+        for r, mean_r, m2_r in parts[1:]:
+            delta = mean_r - mean
+            total = n + r
+            mean = mean + delta * (r / total)
+            m2 = m2 + m2_r + delta**2 * (n * r / total)
+            n = total
     return n, mean, m2
 
 
@@ -461,8 +464,7 @@ def fit_randomized_pca(
     # distributed client the statistics must not ship them to the workers inside a graph
     with dask.config.set(scheduler="threads") if in_memory else contextlib.nullcontext():
         mean, m2, block_bytes = block_statistics(blocks)
-    if not (np.isfinite(mean).all() and np.isfinite(m2).all()):
-        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
+    check_finite_statistics(mean, m2)
     total = float(m2.sum()) / (n - 1)
     dtype = product_dtype(np.dtype(X.dtype), tol)
     if in_memory:

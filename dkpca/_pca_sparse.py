@@ -62,7 +62,8 @@ def sparse_scatter(X: object) -> tuple[np.ndarray, np.ndarray]:
         moments = _block_scatter(X)
     mean = moments[0] / n
     scatter = moments[1:]
-    scatter -= n * np.outer(mean, mean)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: fit reports it
+        scatter -= n * np.outer(mean, mean)
     return mean, scatter
 
 

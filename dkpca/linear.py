@@ -31,7 +31,12 @@ from ._estimator import (
 )
 from ._feature_names import check_feature_names
 from ._pca_components import complete_basis, select_count
-from ._pca_covariance import check_finite_statistics, covariance_spectrum, row_statistics
+from ._pca_covariance import (
+    NonFiniteStatisticsError,
+    check_finite_statistics,
+    covariance_spectrum,
+    row_statistics,
+)
 from ._pca_probabilistic import ProbabilisticMixin, minka_rank, noise_variance
 from ._pca_randomized import fit_randomized_pca
 from ._pca_sparse import sparse_projection
@@ -46,7 +51,7 @@ from ._validation import (
     validate_params,
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
-from .io import as_array, as_dask, is_sparse
+from .io import as_array, as_dask, is_sparse, nonfinite_message
 from .io._views import view_blocks
 from .linalg import crossproduct, flip_signs, top_eigh
 from .solvers import ComponentRule, fit_pca_sketch
@@ -280,29 +285,11 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             raise TypeError(
                 f"PCA: sparse input is supported by solver='covariance' and 'randomized' "
                 f"(implicit centring), not solver={solver!r}; choose one of those.")
-        passes = {"covariance": 1, "gram": 2, "sketch": 3 if self.refine else 2}.get(solver)
-        statistics = None
-        if solver == "sketch":
-            rule = ComponentRule(count=count)
-            sketch = make_sketch(self.sketch, self.sketch_dim, self.n_hashes, self.random_state,
-                                 n_max=d, rule=rule, owner="PCA")
-            mean, eigenvalues, vectors, total = fit_pca_sketch(
-                as_dask(Xa), rule, sketch=sketch, refine=self.refine
-            )
-        elif solver == "randomized":
-            # a dask array keeps its own chunks (features too): no rechunk to full rows
-            data = X.astype(Xa.dtype) if isinstance(X, da.Array) and X.ndim == 2 else Xa
-            result = fit_randomized_pca(
-                data, count if count is not None else limit,
-                seed=check_random_state(self.random_state), tol=self.tol,
-                max_iter=self.max_iter)
-            mean, eigenvalues, vectors, total = result
-            passes = result.n_passes
-        elif solver == "covariance":
-            statistics = row_statistics(Xa)
-            mean, eigenvalues, vectors, total = covariance_spectrum(statistics, count)
-        else:
-            mean, eigenvalues, vectors, total = self._fit_gram(Xa, count)
+        try:
+            mean, eigenvalues, vectors, total, passes, statistics = self._solve(
+                X, Xa, solver, count)
+        except NonFiniteStatisticsError:
+            raise ValueError(f"PCA: {nonfinite_message(Xa)}") from None
         self.solver_ = solver
         centred = (solver in ("randomized", "gram", "sketch")
                    or (solver == "covariance" and not sparse))
@@ -312,6 +299,39 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.row_statistics_ = statistics
         self.n_iter_ = passes
         return self
+
+    def _solve(
+        self, X: Any, Xa: Any, solver: str, count: int | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int, Any]:
+        """Run ``solver`` on the validated ``Xa`` (``X`` as given, for its chunks).
+
+        Returns the mean, eigenvalues, vectors, total variance, passes over the data and the
+        covariance solver's row statistics (``None`` for the others).
+        """
+        passes = {"covariance": 1, "gram": 2, "sketch": 3 if self.refine else 2}.get(solver)
+        statistics = None
+        if solver == "sketch":
+            rule = ComponentRule(count=count)
+            sketch = make_sketch(self.sketch, self.sketch_dim, self.n_hashes, self.random_state,
+                                 n_max=Xa.shape[1], rule=rule, owner="PCA")
+            mean, eigenvalues, vectors, total = fit_pca_sketch(
+                as_dask(Xa, check_finite=False), rule, sketch=sketch, refine=self.refine
+            )
+        elif solver == "randomized":
+            # a dask array keeps its own chunks (features too): no rechunk to full rows
+            data = X.astype(Xa.dtype) if isinstance(X, da.Array) and X.ndim == 2 else Xa
+            result = fit_randomized_pca(
+                data, count if count is not None else min(Xa.shape),
+                seed=check_random_state(self.random_state), tol=self.tol,
+                max_iter=self.max_iter)
+            mean, eigenvalues, vectors, total = result
+            passes = result.n_passes
+        elif solver == "covariance":
+            statistics = row_statistics(Xa)
+            mean, eigenvalues, vectors, total = covariance_spectrum(statistics, count)
+        else:
+            mean, eigenvalues, vectors, total = self._fit_gram(Xa, count)
+        return mean, eigenvalues, vectors, total, passes, statistics
 
     def _incremental(self) -> None:
         """Raise AttributeError, saying why, where ``partial_fit`` does not exist.
@@ -390,7 +410,10 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                     f"solver='covariance', or start a new model with partial_fit.")
         if first:
             self._check_scatter_fits(Xa.shape[1])
-        batch = row_statistics(Xa)
+        try:
+            batch = row_statistics(Xa)
+        except NonFiniteStatisticsError:
+            raise ValueError(f"PCA: {nonfinite_message(Xa)}") from None
         statistics = batch if previous is None else previous.merge(batch)
         n, d = statistics.count, Xa.shape[1]
         check_n_components(self.n_components, min(n, d), "PCA")

@@ -94,12 +94,33 @@ def test_bad_input(X, params, error, message):
         PCA(**params).fit(X)
 
 
-def test_nan_in_lazy_input():
-    X = np.random.default_rng(0).normal(size=(30, 3))
-    X[4, 2] = np.inf
-    for solver in ["covariance", "gram"]:
-        with pytest.raises(ValueError, match="NaN or infinity"):
-            PCA(2, solver=solver).fit(da.from_array(X, chunks=10))
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("solver", ["covariance", "gram", "randomized", "sketch"])
+def test_non_finite_input_names_the_first_row_at_fault(solver, lazy):
+    """Every solver finds NaN and infinity in its statistics, then names the first row."""
+    X = np.random.default_rng(0).normal(size=(60, 4))
+    X[[37, 52], [2, 0]] = [np.inf, np.nan]
+    data = da.from_array(X, chunks=10) if lazy else X
+    with pytest.raises(ValueError, match=r"^PCA: X contains NaN or infinity at row 37 \(the "
+                                         r"first such row\)"):
+        PCA(2, solver=solver, random_state=0).fit(data)
+
+
+def test_non_finite_batch_names_its_row():
+    pca = PCA(2).partial_fit(np.random.default_rng(0).normal(size=(10, 3)))
+    with pytest.raises(ValueError, match="at row 1 "):
+        pca.partial_fit(np.array([[1.0, 2.0, 3.0], [1.0, np.nan, 3.0]]))
+    assert pca.n_samples_seen_ == 10
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_overflowing_sums_are_told_from_non_finite_values(sparse):
+    import scipy.sparse
+
+    X = np.random.default_rng(0).normal(size=(40, 3)) * 1e200
+    data = scipy.sparse.csr_matrix(X) if sparse else X
+    with pytest.raises(ValueError, match="is finite, but its sums overflowed"):
+        PCA(2).fit(data)
 
 
 def test_transform_feature_mismatch_and_inverse_width():

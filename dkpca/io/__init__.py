@@ -18,6 +18,7 @@ from dkpca.io._input import (
     default_row_chunk,
     is_lazy,
     is_sparse,
+    nonfinite_message,
     open_zarr,
     require_known_rows,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "default_row_chunk",
     "is_lazy",
     "is_sparse",
+    "nonfinite_message",
     "open_zarr",
     "require_complete",
     "require_known_rows",

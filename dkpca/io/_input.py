@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse
@@ -33,6 +34,7 @@ __all__ = [
     "default_row_chunk",
     "is_lazy",
     "is_sparse",
+    "nonfinite_message",
     "open_zarr",
     "require_known_rows",
 ]
@@ -99,7 +101,8 @@ def open_zarr(
     if isinstance(source, zarr.Array):
         if component is not None:
             raise ValueError(
-                f"component={component!r} given, but the input is already an array"
+                f"component={component!r} (--component on the command line) given, but the "
+                "input is already an array"
             )
         return source
     location = Location(source, storage_options)
@@ -111,7 +114,8 @@ def open_zarr(
     if isinstance(node, zarr.Array):
         if component is not None:
             raise ValueError(
-                f"{location} is an array, not a group; drop component={component!r}"
+                f"{location} is an array, not a group; drop component={component!r} "
+                "(--component on the command line)"
             )
         return node
     if component is None:
@@ -225,8 +229,48 @@ def _sparse_rows(X: Any, name: str, check_finite: bool) -> Any:
     if X.dtype != dtype:
         X = X.astype(dtype)
     if check_finite and not np.isfinite(X.data).all():
-        raise ValueError(f"{name} contains NaN or infinity; remove or impute those values first.")
+        raise ValueError(nonfinite_message(X, name))
     return X
+
+
+def nonfinite_message(X: Any, name: str = "X") -> str:
+    """Return the error message for ``X`` holding NaN or infinity, naming the first such row.
+
+    Lazy data is read once more for it: this is for the error path of a fit whose statistics
+    showed non-finite values. Where every value is finite the statistics overflowed, and
+    the message says so.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.ones((5, 2))
+    >>> X[3, 1] = np.nan
+    >>> nonfinite_message(X)[:44]
+    'X contains NaN or infinity at row 3 (the fir'
+    """
+    if isinstance(X, da.Array):
+        bad = X.map_blocks(_nonfinite_rows, drop_axis=1, dtype=bool, meta=np.zeros(0, bool))
+        first, found = dask.compute(bad.argmax(), bad.any())
+        row = int(first) if found else None
+    else:
+        rows = np.flatnonzero(_nonfinite_rows(X))
+        row = int(rows[0]) if rows.size else None
+    if row is None:
+        return (f"{name} is finite, but its sums overflowed: its values are too large for "
+                f"{np.dtype(X.dtype).name}; rescale them (StandardScaler, say).")
+    return (f"{name} contains NaN or infinity at row {row} (the first such row); remove or "
+            "impute those values first.")
+
+
+def _nonfinite_rows(block: Any) -> np.ndarray:
+    """Return one flag per row of ``block`` (dense or sparse): does it hold NaN or infinity."""
+    if scipy.sparse.issparse(block):
+        block = scipy.sparse.csr_matrix(block)
+        flags = np.zeros(block.shape[0], dtype=bool)
+        rows = np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))
+        flags[rows[~np.isfinite(block.data)]] = True
+        return flags
+    return ~np.isfinite(np.asarray(block)).all(axis=1)
 
 
 def _empty_message(name: str, shape: tuple[int, ...]) -> str:
@@ -296,9 +340,7 @@ def as_array(
     if isinstance(X, np.ndarray):
         X = X.astype(dtype, copy=False)
         if check_finite and not np.isfinite(X).all():
-            raise ValueError(
-                f"{name} contains NaN or infinity; remove or impute those values first."
-            )
+            raise ValueError(nonfinite_message(X, name))
         return X
     if X.dtype != dtype:
         X = X.astype(dtype)
@@ -318,14 +360,10 @@ def _finite_block(block: Any, label: str, block_info: dict | None = None) -> Any
     fails first depends on the order the tasks ran in, so the row named is the first of its
     block, not necessarily of the data.
     """
-    values = block.data if scipy.sparse.issparse(block) else block
-    finite = np.isfinite(values)
-    if finite.all():
+    flags = _nonfinite_rows(block)
+    if not flags.any():
         return block
-    if scipy.sparse.issparse(block):
-        first = int(np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))[~finite][0])
-    else:
-        first = int(np.flatnonzero(~finite.all(axis=1))[0])
+    first = int(np.flatnonzero(flags)[0])
     start, stop = block_info[0]["array-location"][0] if block_info else (0, block.shape[0])
     raise ValueError(f"{label} contains NaN or infinity at row {start + first} (the first in "
                      f"rows {start} to {stop - 1}; other rows may hold more); remove or impute "

@@ -23,6 +23,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from dkpca._pca_covariance import check_finite_statistics
 from dkpca.blocked import center_columns, compute, kernel_diagonal, tree_sum
 from dkpca.kernels import Kernel
 from dkpca.linalg import flip_signs, top_eigh
@@ -178,12 +179,13 @@ def _sketch_moments(block: np.ndarray, W: np.ndarray, origin: np.ndarray) -> np.
     The shift (a training row) keeps the moments near the data's spread: raw sums around
     zero would cancel when the mean is subtracted, far from the origin.
     """
-    B = np.asarray(block, dtype=np.float64) - origin
-    S = B @ W
-    q, d = W.shape[1], B.shape[1]
+    q, d = W.shape[1], block.shape[1]
     out = np.zeros((3 + q, max(d, q)))
-    out[0, :d], out[1, :d], out[2, :q] = B.sum(axis=0), (B * B).sum(axis=0), S.sum(axis=0)
-    out[3:, :q] = S.T @ S
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: the fit reports it
+        B = np.asarray(block, dtype=np.float64) - origin
+        S = B @ W
+        out[0, :d], out[1, :d], out[2, :q] = B.sum(axis=0), (B * B).sum(axis=0), S.sum(axis=0)
+        out[3:, :q] = S.T @ S
     return out
 
 
@@ -250,8 +252,7 @@ def fit_pca_sketch(
     origin = np.asarray(origin, dtype=np.float64)
     parts = [dask.delayed(_sketch_moments)(b, W, origin) for b in blocks]
     (moments,) = compute(tree_sum(parts))
-    if not np.isfinite(moments).all():
-        raise ValueError("PCA: X contains NaN or infinity; remove or impute those values.")
+    check_finite_statistics(moments)
     offset = moments[0, :d] / n  # the mean, less the origin
     mean = origin + offset
     total = float(moments[1, :d].sum() - n * offset @ offset) / (n - 1)
