@@ -8,6 +8,7 @@ from dkpca.datasets import (
     SEMICIRCLE_RADIUS,
     SQUARE_SIDE,
     add_noise,
+    make_rings,
     make_semicircles,
     make_square,
     make_two_rings,
@@ -370,3 +371,37 @@ def test_unbalanced_semicircles_bad_arguments():
     for bad in (0, 0.0, 1, 1.0, -0.2, 1.5, np.nan, "half", True):
         with pytest.raises(ValueError, match="p0"):
             make_unbalanced_semicircles(p0=bad)
+
+
+# --- concentric rings (the demo's data) --------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n_rings": 2.5}, "n_rings must be an integer >= 1, got 2.5"),
+        ({"n_rings": True}, "n_rings must be an integer"),
+        ({"n_rings": 0}, "n_rings must be an integer >= 1"),
+        ({"n_samples": 90.0}, "n_samples must be an integer >= 1, got 90.0"),
+        ({"n_samples": True}, "n_samples must be an integer"),
+        ({"n_samples": 2}, "n_samples=2 is fewer than n_rings=3"),
+        ({"noise": np.nan}, "noise must be a finite number"),
+        ({"noise": np.inf}, "noise must be a finite number"),
+        ({"noise": -0.1}, "noise must be a finite number in"),
+        ({"noise": "0.1x"}, "noise must be a finite number"),
+        ({"n_noise_dims": 1.0}, "n_noise_dims must be an integer >= 0"),
+        ({"n_noise_dims": -1}, "n_noise_dims must be an integer >= 0"),
+    ],
+)
+def test_make_rings_bad_arguments(kwargs, match):
+    # these gave float labels and radii, NaN data or numpy's TypeError
+    kwargs = {"n_samples": 30, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        make_rings(**kwargs)
+
+
+def test_make_rings_accepts_numpy_scalars():
+    X, labels = make_rings(np.int64(30), n_rings=np.int32(3), noise=np.float32(0.0),
+                           n_noise_dims=np.int64(1), random_state=0)
+    assert X.shape == (30, 3) and labels.dtype.kind == "i"
+    np.testing.assert_array_equal(np.bincount(labels), [10, 10, 10])
+    np.testing.assert_allclose(np.hypot(X[:, 0], X[:, 1]), labels + 1.0)

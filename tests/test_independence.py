@@ -141,3 +141,33 @@ def test_bad_scores(gaussian):
         independence_test(bad)
     with pytest.raises(ValueError, match="differ in length"):
         mutual_information(np.ones(3), np.ones(4))
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "kwargs", "match"),
+    [
+        ([1.0, np.nan, 3.0], [0.0, 1.0, 2.0], {}, "x holds NaN"),
+        ([1.0, 2.0, 3.0], [0.0, np.inf, 2.0], {}, "y holds NaN or infinite"),
+        ([], [], {}, "x is empty"),
+        ([1.0, 2.0, 3.0], [0.0, 1.0, 2.0], {"n_bins": 0}, "invalid n_bins=0"),
+        ([1.0, 2.0, 3.0], [0.0, 1.0, 2.0], {"n_bins": 1}, "invalid n_bins=1"),
+        ([1.0, 2.0, 3.0], [0.0, 1.0, 2.0], {"n_bins": 2.5}, "invalid n_bins=2.5"),
+    ],
+)
+def test_mutual_information_bad_input(x, y, kwargs, match):
+    # NaN was binned silently, n_bins=0 / empty input gave numpy errors, n_bins=1 returned 0
+    with pytest.raises(ValueError, match=rf"mutual_information: {match}"):
+        mutual_information(x, y, **kwargs)
+
+
+def test_mutual_information_and_test_share_checks():
+    # the same data are refused by both, for the same reason
+    bad = np.random.default_rng(0).normal(size=(20, 2))
+    bad[4, 1] = np.inf
+    for call in (lambda: independence_test(bad), lambda: mutual_information(*bad.T)):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            call()
+    for call in (lambda: independence_test(np.ones((5, 2)), n_bins=1),
+                 lambda: mutual_information(np.ones(5), np.ones(5), n_bins=1)):
+        with pytest.raises(ValueError, match="invalid n_bins=1"):
+            call()

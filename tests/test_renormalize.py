@@ -195,3 +195,49 @@ def test_dask_input(train):
     r = Renormalizer("quantile").fit(da.from_array(train, chunks=100), loo_scores=loo)
     out = r.transform(da.from_array(loo, chunks=50))
     np.testing.assert_allclose(np.sort(out, axis=0), np.sort(train, axis=0), atol=1e-12)
+
+
+# --- small batches, dtypes, refits -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [-5.0, 0.0, 5.0])
+def test_histogram_refuses_single_point(train, value):
+    # one point used to get the training minimum whatever its value
+    r = Renormalizer().fit(train)
+    with pytest.raises(ValueError, match=r"at least 2 points.*got 1.*method='quantile'"):
+        r.transform(np.full((1, 3), value))
+    with pytest.raises(ValueError, match="at least 2 points"):
+        histogram_equalize(r.train_sorted_, np.zeros((1, 3)))
+
+
+def test_histogram_two_points_get_training_extremes(train):
+    # the smallest batch Algorithm 1 defines: its ranks 1 and 2 sit at linspace(1, n, 2)
+    out = Renormalizer().fit(train).transform(np.array([[1.0, -1.0, 0.0], [0.0, 1.0, 2.0]]))
+    lo, hi = train.min(axis=0), train.max(axis=0)
+    np.testing.assert_allclose(out, [[hi[0], lo[1], lo[2]], [lo[0], hi[1], hi[2]]])
+
+
+@pytest.mark.parametrize("method", ["histogram", "affine", "quantile"])
+def test_dtype_follows_scores(train, method):
+    loo = 0.6 * train + np.random.default_rng(8).normal(scale=0.2, size=train.shape)
+    test = np.random.default_rng(9).normal(size=(50, 3))
+    r64 = Renormalizer(method).fit(train, loo_scores=loo)
+    r32 = Renormalizer(method).fit(train.astype(np.float32), loo_scores=loo.astype(np.float32))
+    expected = r64.transform(test)
+    assert expected.dtype == np.float64
+    for r in (r64, r32):
+        out = r.transform(test.astype(np.float32))
+        assert out.dtype == np.float32
+        # computed in float64: only the float32 input and output roundings differ
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5 * np.abs(train).max())
+
+
+def test_refit_with_other_method_clears_state(train):
+    loo = 0.5 * train
+    r = Renormalizer("quantile").fit(train, loo_scores=loo)
+    r.set_params(method="histogram").fit(train[:, :1])
+    assert r.n_features_in_ == 1
+    assert not hasattr(r, "scale_") and not hasattr(r, "knots_")
+    assert vars(r).keys() == vars(Renormalizer().fit(train[:, :1])).keys()
+    r.set_params(method="affine").fit(train[:, :2], loo_scores=loo[:, :2])
+    assert r.scale_.shape == (2,) and not hasattr(r, "knots_")

@@ -10,7 +10,7 @@ import numpy as np
 from dkpca._typing import RandomStateLike
 from dkpca._validation import check_random_state
 
-from ._noise import check_integer, check_snr, with_noise
+from ._noise import check_integer, check_real, check_snr, with_noise
 
 __all__ = ["RING_RADIUS", "SEMICIRCLE_RADIUS", "SQUARE_SIDE", "make_rings", "make_semicircles",
            "make_square", "make_two_rings"]
@@ -42,11 +42,13 @@ def make_rings(
     Parameters
     ----------
     n_samples : int, default=600
-        Split as evenly as possible between the rings.
+        At least ``n_rings``; split as evenly as possible between the rings.
     n_rings : int, default=3
+        At least 1.
     noise : float, default=0.1
+        Finite and non-negative.
     n_noise_dims : int, default=0
-        Extra dimensions holding noise only.
+        Extra dimensions holding noise only; non-negative.
     random_state : int, Generator, RandomState or None
 
     Returns
@@ -54,16 +56,25 @@ def make_rings(
     X : (n_samples, 2 + n_noise_dims) array
     labels : (n_samples,) int array, the ring of each point (0 = innermost)
 
+    Raises
+    ------
+    ValueError
+        If ``n_samples``, ``n_rings`` or ``n_noise_dims`` is not an integer (bools excluded)
+        in its range, or ``noise`` is not a finite non-negative number.
+
     Examples
     --------
     >>> X, labels = make_rings(90, n_rings=3, random_state=0)
     >>> X.shape, np.bincount(labels).tolist()
     ((90, 2), [30, 30, 30])
     """
-    if n_samples < n_rings or n_rings < 1:
-        raise ValueError(f"need n_samples >= n_rings >= 1, got {n_samples} and {n_rings}")
-    if noise < 0 or n_noise_dims < 0:
-        raise ValueError("noise and n_noise_dims must be non-negative")
+    n_rings = check_integer(n_rings, "n_rings", 1)
+    n_samples = check_integer(n_samples, "n_samples", 1)
+    if n_samples < n_rings:
+        raise ValueError(f"n_samples={n_samples} is fewer than n_rings={n_rings}; pass "
+                         f"n_samples >= n_rings (at least one point per ring)")
+    noise = check_real(noise, "noise", low=0.0, high=np.inf, closed=True)
+    n_noise_dims = check_integer(n_noise_dims, "n_noise_dims", 0)
     rng = np.random.default_rng(check_random_state(random_state))
     labels = np.arange(n_samples) % n_rings
     angles = rng.uniform(0, 2 * np.pi, n_samples)

@@ -90,6 +90,17 @@ def default_bins(n: int) -> int:
     return max(2, round(n ** (1 / 3)))
 
 
+def _finite(values: ArrayLike, name: str, owner: str) -> np.ndarray:
+    """Return ``values`` as a float64 array; refuse it empty or with NaN or infinity."""
+    X = np.asarray(values, dtype=np.float64)
+    if X.size == 0:
+        raise ValueError(f"{owner}: {name} is empty (shape {X.shape}); pass at least one point")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{owner}: {name} holds NaN or infinite values; drop or impute them "
+                         "first")
+    return X
+
+
 def _bin_indices(x: np.ndarray, n_bins: int) -> np.ndarray:
     """Equal-width bins over ``[min, max]``, the last one closed (as :func:`numpy.histogram`)."""
     low, high = float(x.min()), float(x.max())
@@ -111,6 +122,23 @@ def mutual_information(x: ArrayLike, y: ArrayLike, n_bins: int | None = None) ->
     the ranges of ``x`` and ``y`` (the bins of :func:`numpy.histogram2d`); ``n_bins`` defaults
     to :func:`default_bins`.
 
+    Parameters
+    ----------
+    x, y : array-like of shape (n,)
+        Two samples of the same non-zero length (flattened), finite.
+    n_bins : int, optional
+        Bins per axis, at least 2; default :func:`default_bins` of ``n``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``x`` or ``y`` is empty or holds NaN or infinity, their lengths differ, or
+        ``n_bins < 2``; the same checks as :func:`independence_test`.
+
     Examples
     --------
     >>> x = np.arange(8.0)
@@ -119,10 +147,13 @@ def mutual_information(x: ArrayLike, y: ArrayLike, n_bins: int | None = None) ->
     >>> round(mutual_information(x, x % 2, n_bins=2), 4)
     0.0
     """
+    validate_params({"n_bins": n_bins}, {"n_bins": _CONSTRAINTS["n_bins"]},
+                    "mutual_information")
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.size != y.size:
-        raise ValueError(f"x and y differ in length: {x.size} and {y.size}")
+        raise ValueError(f"mutual_information: x and y differ in length: {x.size} and {y.size}")
+    x, y = _finite(x, "x", "mutual_information"), _finite(y, "y", "mutual_information")
     n = x.size
     b = default_bins(n) if n_bins is None else n_bins
     ix, iy = _bin_indices(x, b), _bin_indices(y, b)
@@ -243,8 +274,7 @@ def independence_test(
         raise ValueError(f"independence_test: need at least 2 components, got shape {X.shape}")
     if n < 3:
         raise ValueError(f"independence_test: need at least 3 points, got shape {X.shape}")
-    if not np.isfinite(X).all():
-        raise ValueError("independence_test: scores contain NaN or infinite values")
+    _finite(X, "scores", "independence_test")
     b = default_bins(n) if n_bins is None else int(n_bins)
     bins = np.stack([_bin_indices(X[:, d], b) for d in range(q)])
     pairs = [(i, j) for i in range(q) for j in range(i + 1, q)]

@@ -23,16 +23,23 @@ import numpy as np
 from scipy.interpolate import PchipInterpolator
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from dkpca._estimator import clear_fitted
 from dkpca._typing import ArrayLike
 from dkpca._validation import Options, check_is_fitted, validate_params
 from dkpca.io import as_array
 
 __all__ = ["Renormalizer", "histogram_equalize"]
 
+# Fewest test points histogram_equalize takes. Algorithm 1 spreads the batch's ranks
+# evenly from the first to the last training rank (``linspace(1, n_train, m)``); that takes two
+# points, and one point has no rank (``linspace(1, n, 1)`` is ``[1]``: always the training
+# minimum).
+_MIN_BATCH = 2
+
 
 def _check_scores(X: ArrayLike, name: str, n_components: int | None = None) -> np.ndarray:
-    """Return ``X`` as a finite 2-D float64 array with ``n_components`` columns."""
-    X = np.asarray(as_array(X, name=name), dtype=np.float64)
+    """Return ``X`` as a finite 2-D floating array (its own float dtype) of ``n_components``."""
+    X = np.asarray(as_array(X, name=name))
     if n_components is not None and X.shape[1] != n_components:
         raise ValueError(f"X has {X.shape[1]} features, but Renormalizer is expecting "
                          f"{n_components} features as input ({name} must have the "
@@ -50,16 +57,28 @@ def histogram_equalize(train_sorted: np.ndarray, scores: np.ndarray) -> np.ndarr
     this uses the monotone PCHIP interpolant, which cannot overshoot, so ``h`` stays sorted and
     within the training range.
 
+    A batch needs at least two points: the positions ``linspace(1, n, m)`` spread its ranks
+    from the smallest to the largest training value, and a single point has no rank to spread
+    (it would always get the training minimum). A batch of two gets the training minimum and
+    maximum. To renormalise single points or very small batches, use
+    ``Renormalizer(method="quantile")``, which maps each point on its own.
+
     Parameters
     ----------
     train_sorted : ndarray of shape (n, q)
         The training projections, each column sorted ascending; ``n >= 2``.
     scores : ndarray of shape (m, q)
-        The test batch.
+        The test batch, ``m >= 2``.
 
     Returns
     -------
     ndarray of shape (m, q)
+        float64.
+
+    Raises
+    ------
+    ValueError
+        If the batch has fewer than two points.
 
     Examples
     --------
@@ -72,6 +91,12 @@ def histogram_equalize(train_sorted: np.ndarray, scores: np.ndarray) -> np.ndarr
     """
     n = train_sorted.shape[0]
     m = scores.shape[0]
+    if m < _MIN_BATCH:
+        raise ValueError(
+            f"histogram equalisation needs a batch of at least {_MIN_BATCH} points to "
+            f"rank, got {m} (scores shape {scores.shape}); pass the test points together, or use "
+            f"Renormalizer(method='quantile'), which maps single points."
+        )
     if m == n:
         h = train_sorted
     else:
@@ -113,7 +138,9 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         sorted training values are first interpolated at ``linspace(1, n_train, m)`` by the
         monotone PCHIP spline (:func:`histogram_equalize`). A point's output depends on the
         rest of its batch (declared to scikit-learn as ``non_deterministic``, see
-        :meth:`__sklearn_tags__`); ``loo_scores`` is not used.
+        :meth:`__sklearn_tags__`); ``loo_scores`` is not used. The batch needs at least two
+        points: one point has no rank to equalise (a batch of two gets the training minimum
+        and maximum); use ``"quantile"`` for single points.
 
         ``"affine"`` (Kjems et al., 2001) — ``transform(x) = x * scale_`` with
         ``scale_ = std(train) / std(loo)`` per component (sample standard deviations). Kernel
@@ -126,6 +153,9 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         ``scale_ = std(train) / std(loo)`` (the affine factor) rather than the end slopes of
         the interpolant, which rest on one or two extreme points and can be near zero or huge.
         The map is strictly increasing outside the LOO range and non-decreasing inside it.
+
+        All three compute in float64 and return the dtype of the scores passed to
+        :meth:`transform` (float32 stays float32).
 
     Attributes
     ----------
@@ -202,7 +232,8 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         array([1., 2., 3.])
         """
         validate_params(self.get_params(), self._parameter_constraints, "Renormalizer")
-        train = _check_scores(train_scores, "train_scores")
+        clear_fitted(self)  # nothing from an earlier fit with another method
+        train = _check_scores(train_scores, "train_scores").astype(np.float64, copy=False)
         n, q = train.shape
         if n < 2:
             raise ValueError(f"Renormalizer: need at least 2 training projections, got "
@@ -211,7 +242,7 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         if self.method != "histogram":
             if loo_scores is None:
                 raise ValueError(f"Renormalizer: method={self.method!r} needs loo_scores")
-            loo = _check_scores(loo_scores, "loo_scores", q)
+            loo = _check_scores(loo_scores, "loo_scores", q).astype(np.float64, copy=False)
             if loo.shape[0] < 2:
                 raise ValueError("Renormalizer: need at least 2 LOO projections, "
                                  f"got {loo.shape[0]}")
@@ -237,11 +268,18 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         Parameters
         ----------
         scores : array-like of shape (m, q)
-            Test projections. For ``"histogram"`` the batch is equalised as a whole.
+            Test projections. For ``"histogram"`` the batch is equalised as a whole and needs
+            ``m >= 2`` points; ``"affine"`` and ``"quantile"`` take any ``m``.
 
         Returns
         -------
         ndarray of shape (m, q)
+            Computed in float64, returned in the dtype of ``scores``.
+
+        Raises
+        ------
+        ValueError
+            For ``"histogram"``, if ``m < 2``: use ``method="quantile"`` for single points.
 
         Examples
         --------
@@ -250,11 +288,12 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         array([ 1.,  0., -1.])
         """
         check_is_fitted(self, "train_sorted_")
-        X = _check_scores(scores, "scores", self.n_features_in_)
+        scores = _check_scores(scores, "scores", self.n_features_in_)
+        X = scores.astype(np.float64, copy=False)
         if self.method == "histogram":
-            return histogram_equalize(self.train_sorted_, X)
+            return histogram_equalize(self.train_sorted_, X).astype(scores.dtype, copy=False)
         if self.method == "affine":
-            return X * self.scale_
+            return (X * self.scale_).astype(scores.dtype, copy=False)
         out = np.empty_like(X)
         for d, (x, y) in enumerate(self.knots_):
             col = X[:, d]
@@ -262,4 +301,4 @@ class Renormalizer(TransformerMixin, BaseEstimator):
             low, high = col < x[0], col > x[-1]
             out[low, d] = y[0] + self.scale_[d] * (col[low] - x[0])
             out[high, d] = y[-1] + self.scale_[d] * (col[high] - x[-1])
-        return out
+        return out.astype(scores.dtype, copy=False)
