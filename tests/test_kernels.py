@@ -541,3 +541,51 @@ def test_get_kernel_new_names():
     assert get_kernel("chi2", **params) == Chi2(gamma=1.0)
     assert get_kernel("chi2", gamma=0.1) == Chi2(gamma=0.1)
     assert get_kernel("additive_chi2", gamma=0.5) == AdditiveChi2()
+
+
+def _doubled(base: type[Kernel]) -> type[Kernel]:
+    """A subclass of ``base`` whose kernel is twice ``base``'s, with an attribute of its own."""
+
+    class Doubled(base):
+        label = "base"
+
+        def pairwise(self, X, Y=None):
+            return 2.0 * super().pairwise(X, Y)
+
+        def diag(self, X):
+            return 2.0 * super().diag(X)
+
+    return Doubled
+
+
+@pytest.mark.parametrize(("base", "params"), [
+    (RBF, {}), (Polynomial, {"degree": 2, "coef0": 0.5}), (Sigmoid, {"coef0": 0.5}),
+    (Laplacian, {}),
+], ids=lambda c: getattr(c, "__name__", ""))
+def test_with_defaults_keeps_a_subclass_and_its_state(base, params):
+    kernel = _doubled(base)(**params)
+    kernel.label = "own"
+    resolved = kernel.with_defaults(4)
+    assert type(resolved) is type(kernel) and resolved.label == "own"
+    assert resolved.gamma == 0.25 and kernel.gamma is None  # the original is left unresolved
+    assert resolved == base(gamma=0.25, **params)  # the same configuration
+    X = np.random.default_rng(0).normal(size=(6, 4))
+    np.testing.assert_allclose(resolved.pairwise(X), 2 * base(gamma=0.25, **params).pairwise(X))
+
+
+def test_with_defaults_of_a_sum_keeps_its_members_subclasses():
+    total = _doubled(RBF)() + Linear()
+    resolved = total.with_defaults(4)
+    assert type(resolved.kernels[0]) is type(total.kernels[0])
+    assert resolved.kernels[0].gamma == 0.25 and total.kernels[0].gamma is None
+
+
+def test_kernel_pca_uses_a_subclassed_kernel():
+    from dkpca import KernelPCA
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    kernel = _doubled(RBF)(gamma=0.2)
+    got = KernelPCA(3, kernel=kernel, solver="exact").fit(X)
+    want = KernelPCA(3, kernel=RBF(gamma=0.2), solver="exact").fit(X)
+    assert type(got.kernel_) is type(kernel)
+    np.testing.assert_allclose(got.eigenvalues_, 2 * want.eigenvalues_, rtol=1e-10)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +21,8 @@ Block = Any
 _TEMP_BYTES = 32 * 2**20
 
 _REGISTRY: dict[str, type[Kernel]] = {}
+
+K = TypeVar("K", bound="Kernel")
 
 
 def register_kernel(cls: type[Kernel]) -> type[Kernel]:
@@ -182,6 +185,13 @@ def _resolve_gamma(gamma: float | None, n_features: int) -> float:
     return 1.0 / n_features if gamma is None else float(gamma)
 
 
+def _with_gamma(kernel: K, n_features: int) -> K:
+    """Return a copy of ``kernel`` (its own class: a subclass stays itself) with ``gamma`` set."""
+    resolved = copy.copy(kernel)
+    resolved.gamma = _resolve_gamma(kernel.gamma, n_features)
+    return resolved
+
+
 def _check_positive(name: str, value: Any, owner: str) -> None:
     if value is None:
         return
@@ -270,7 +280,18 @@ class Kernel(ABC):
         return self.pairwise(X, Y), 0.0
 
     def with_defaults(self, n_features: int) -> Kernel:
-        """Return a copy whose data-dependent defaults (``gamma=None``) are resolved."""
+        """Return a copy whose data-dependent defaults (``gamma=None``) are resolved.
+
+        The copy has the kernel's own class, so a subclass of a built-in kernel keeps its
+        overrides; a kernel without such defaults returns itself.
+
+        Examples
+        --------
+        >>> from dkpca.kernels import RBF
+        >>> Wide = type("Wide", (RBF,), {})
+        >>> Wide().with_defaults(4)
+        Wide(gamma=0.25)
+        """
         return self
 
     def get_config(self) -> dict[str, Any]:
@@ -409,7 +430,9 @@ class SumKernel(Kernel):
         return all(k.runs_on_gpu for k in self.kernels)
 
     def with_defaults(self, n_features: int) -> SumKernel:
-        return SumKernel(*(k.with_defaults(n_features) for k in self.kernels))
+        resolved = copy.copy(self)
+        resolved.kernels = tuple(k.with_defaults(n_features) for k in self.kernels)
+        return resolved
 
     def pairwise(self, X: Block, Y: Block | None = None) -> np.ndarray:
         K = self.kernels[0].pairwise(X, Y)

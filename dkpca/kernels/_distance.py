@@ -17,6 +17,7 @@ from ._base import (
     _result_dtype,
     _row_chunks,
     _rows_within,
+    _with_gamma,
     register_kernel,
 )
 
@@ -113,7 +114,7 @@ class Laplacian(ExponentialKernel):
         self.gamma = None if gamma is None else float(gamma)
 
     def with_defaults(self, n_features: int) -> Laplacian:
-        return Laplacian(_resolve_gamma(self.gamma, n_features))
+        return _with_gamma(self, n_features)
 
     def _exponent(self, X: Block, Y: Block | None) -> np.ndarray:
         X, Y = _as_blocks(X, Y)
