@@ -20,6 +20,7 @@ oversubscribing the cores; dense work outside tiles keeps all BLAS threads.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -169,6 +170,18 @@ def _strip_product(
     return out
 
 
+def _product_tile(
+    kernel: Kernel, device: str, block_bytes: int, Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray
+) -> np.ndarray:
+    """One task of :func:`kernel_product`: ``K(Xi, Yj) @ Vj`` on ``device``, as a 3-d piece.
+
+    At module level, so that the lazy products fitted models keep can be pickled.
+    """
+    Xi, Yj, Vj = (to_device(A, device) for A in (Xi, Yj, Vj))
+    with first_call_alone(("kernel product", repr(kernel), Xi.dtype.str), device):
+        return to_host(_strip_product(kernel, Xi, Yj, Vj, block_bytes))[:, None, :]
+
+
 def kernel_device(kernel: Kernel, *arrays: Any) -> str:
     """Return where ``kernel`` is evaluated on blocks of ``arrays``: ``"cpu"`` or ``"cuda"``.
 
@@ -235,25 +248,10 @@ def kernel_product(
     Vd = view_blocks(np.asarray(V), (Y.chunks[0], -1))
     dtype = np.result_type(X.dtype, Y.dtype, V.dtype, np.float32)
     device = kernel_device(kernel, X, Y)
-
-    def tile(Xi: np.ndarray, Yj: np.ndarray, Vj: np.ndarray) -> np.ndarray:
-        Xi, Yj, Vj = (to_device(A, device) for A in (Xi, Yj, Vj))
-        with first_call_alone(("kernel product", repr(kernel), Xi.dtype.str), device):
-            return to_host(_strip_product(kernel, Xi, Yj, Vj, block_bytes))[:, None, :]
-
-    pieces = da.blockwise(
-        tile,
-        "ija",
-        X,
-        "ik",
-        Y,
-        "jl",  # not "jk": a precomputed kernel's training rows carry one column more
-        Vd,
-        "ja",
-        dtype=dtype,
-        concatenate=True,
-        adjust_chunks={"j": 1},
-    )
+    tile = functools.partial(_product_tile, kernel, device, block_bytes)  # pickles
+    # Y's "jl", not "jk": a precomputed kernel's training rows carry one column more
+    pieces = da.blockwise(tile, "ija", X, "ik", Y, "jl", Vd, "ja", dtype=dtype,
+                          concatenate=True, adjust_chunks={"j": 1})
     return pieces.sum(axis=1, dtype=dtype)
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Self
 
 import dask
@@ -75,6 +76,24 @@ from .solvers import ComponentRule
 __all__ = ["PCA", "KernelPCA"]
 
 logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def _all_or_nothing(model: Any) -> Iterator[None]:
+    """Restore ``model``'s fitted attributes as they were if the block raises.
+
+    Attributes are set one by one (``fit`` sets the spectrum before it learns the pre-image):
+    without this, a fit that fails half-way would leave a model that transforms but breaks
+    later with a misleading error.
+    """
+    before = dict(vars(model))
+    try:
+        yield
+    except BaseException:
+        clear_fitted(model)
+        vars(model).update({name: value for name, value in before.items()
+                            if name not in vars(model)})
+        raise
 
 
 class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -393,12 +412,25 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         Returns
         -------
         self : KernelPCA
+
+        Raises
+        ------
+        ValueError
+            Invalid parameters or data; ``numpy.linalg.LinAlgError`` (a ``ValueError``) when
+            the learned pre-image's ridge system is singular (raise ``alpha``). A fit that
+            raises leaves the model unfitted: no fitted attributes from it or an earlier fit.
         """
         if is_device_array(X):  # CuPy input: computed on the GPU, kept on the host
             with dask.config.set({"dkpca.device": "cuda"}):
                 return self.fit(to_host(X), y)
         self._validate_params()
         clear_fitted(self)  # nothing from an earlier fit with other parameters
+        with _all_or_nothing(self):  # a fit that raises leaves the model unfitted
+            self._fit(X)
+        return self
+
+    def _fit(self, X: ArrayLike) -> None:
+        """Fit on ``X`` after the parameters were checked (see :meth:`fit`)."""
         check_feature_names(self, X, reset=True)
         if self._precomputed and self.fit_inverse_transform:
             raise ValueError("KernelPCA: Cannot fit_inverse_transform with a precomputed "
@@ -420,7 +452,6 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
             cache_memory=cache_memory, basis_data=data, lazy=is_lazy(X), owner="KernelPCA",
         )
         self._set_fitted(run, kernel, solver, d)
-        return self
 
     def _validate_params(self) -> None:
         """Check every parameter, and those of the solver and pre-image options objects."""
@@ -505,7 +536,8 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
             need every row at once), the Nyström eigen-extension or a precomputed kernel;
             the message says which solvers have it.
         ValueError
-            A model without statistics, or a batch with another number of features.
+            A model without statistics, or a batch with another number of features. A call
+            that raises leaves the model as it was before the call.
 
         Examples
         --------
@@ -520,6 +552,12 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         (300, True)
         """
         self._validate_params()
+        with _all_or_nothing(self):  # a call that raises leaves the model as it was
+            self._partial_fit(X)
+        return self
+
+    def _partial_fit(self, X: ArrayLike) -> None:
+        """Add the batch ``X`` after the parameters were checked (see :meth:`partial_fit`)."""
         fitted = hasattr(self, "basis_")
         check_feature_names(self, X, reset=not fitted)
         Xd = as_dask(as_array(X, accept_sparse=True), check_finite=False, accept_sparse=True)
@@ -545,7 +583,6 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
             previous=self.row_statistics_ if fitted else None,
             random_state=self.random_state, block_bytes=block_bytes, owner="KernelPCA")
         self._set_fitted(run, kernel, solver, Xd.shape[1])
-        return self
 
     def _set_fitted(self, run: SolverRun, kernel: Kernel, solver: str, d: int) -> None:
         """Set the fitted attributes from a solver run (``fit`` or ``partial_fit``)."""

@@ -16,242 +16,42 @@ scores ``β`` as ``P φ(x) = Σ_i γ_i φ(b_i)`` over the basis points ``b_i``, 
   ``fit_inverse_transform``): kernel ridge regression from training scores to training points,
   ``x(β) = k(β, T) (K_T + α I)⁻¹ X``, evaluated blockwise.
 
-:class:`PreimageMixin` gives ``KernelPCA`` its ``inverse_transform`` and ``denoise``.
+:class:`PreimageMixin` gives ``KernelPCA`` its ``inverse_transform`` and ``denoise``. The
+fixed-point iteration lives in :mod:`dkpca._fixed_point`; its public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg
 import scipy.sparse
 from sklearn.exceptions import NotFittedError
 
-from dkpca._device import array_module, astype, namespace_dtype, to_device, to_host
-from dkpca.blocked import compute, kernel_device, kernel_product
+from dkpca._fixed_point import (
+    PreimageResult,
+    _rbf,
+    fixed_point_blocks,
+    fixed_point_preimage,
+    unconverged_message,
+)
+from dkpca.blocked import compute, kernel_product
 from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
-from dkpca.kernels._base import _squared_norms
 from dkpca.options import preimage_options, solver_name
 
 __all__ = ["LearnedPreimage", "PreimageResult", "fixed_point_preimage"]
 
 logger = logging.getLogger(__name__)
 
-#: A denominator below this share of ``Σ |γ_i k(z, b_i)|`` counts as vanished.
-DENOMINATOR_FLOOR = 1e-10
-
 #: Training points the learned pre-image regresses on at most (an ``r × r`` solve).
 MAX_LEARNED_SAMPLES = 5000
 
 #: Solvers whose basis is the training data itself, row for row (the others keep landmarks).
 TRAINING_BASIS_SOLVERS = ("exact", "randomized", "sketch")
-
-
-@dataclass(frozen=True)
-class PreimageResult:
-    """Outcome of :func:`fixed_point_preimage` on in-memory points.
-
-    Attributes
-    ----------
-    points : (p, d) array
-    converged : (p,) bool array
-    n_iter : int
-        Iterations of the slowest converged point (``max_iter`` when some did not converge).
-    """
-
-    points: np.ndarray
-    converged: np.ndarray
-    n_iter: int
-
-
-def _weights(basis: Any, scores: np.ndarray) -> np.ndarray:
-    """``Γ = scores coefᵀ + c_μ``: each point's reconstruction over the basis points."""
-    gamma = scores @ basis.coef.T
-    gamma += basis.mean_weights()
-    return gamma
-
-
-def _linear_preimage(weights: np.ndarray, B: np.ndarray) -> np.ndarray:
-    xp = array_module(weights, B)
-    total = xp.sum(weights, axis=1, keepdims=True)
-    safe = xp.where(xp.abs(total) > DENOMINATOR_FLOOR, total, 1.0)
-    return (weights @ B) / safe
-
-
-def _within(rows: Any, selected: Any) -> Any:
-    """Return the mask of the points ``selected`` among those of the mask ``rows``."""
-    xp = array_module(rows)
-    full = xp.zeros(rows.shape, dtype=rows.dtype)
-    full[rows] = selected
-    return full
-
-
-def _fixed_point_block(
-    weights: np.ndarray, B: np.ndarray, start: np.ndarray | None, gamma: float, tol: float,
-    max_iter: int,
-) -> PreimageResult:
-    """Run the iteration for one block of points (``weights``: ``p × m``).
-
-    On the library of ``weights`` and ``B`` (numpy, CuPy on a GPU, or another written to the
-    array API standard: points are picked by boolean masks alone, which it allows); the result
-    is on the host. Points that converged or gave up drop out of the later iterations.
-    """
-    xp = array_module(weights, B)
-    z = (_linear_preimage(weights, B) if start is None
-         else astype(start, xp.float64, copy=True))
-    p = z.shape[0]
-    boolean = namespace_dtype(xp, np.bool_)
-    active = xp.ones(p, dtype=boolean)
-    converged = xp.zeros(p, dtype=boolean)
-    restarted = xp.zeros(p, dtype=boolean)
-    step_tol = float(tol / np.sqrt(2.0 * gamma))  # relative to the kernel's length scale σ
-    b_norms = _squared_norms(B)
-    last = 0
-    for iteration in range(1, max_iter + 1):
-        if not bool(xp.any(active)):
-            break
-        rows = active
-        zi = z[rows]
-        d2 = xp.reshape(_squared_norms(zi), (-1, 1)) - 2.0 * (zi @ B.T) + b_norms
-        W = xp.exp(-gamma * xp.maximum(d2, 0.0)) * weights[rows]
-        denominator = xp.sum(W, axis=1)
-        vanished = xp.abs(denominator) <= DENOMINATOR_FLOOR * xp.sum(xp.abs(W), axis=1)
-        vanished |= ~xp.isfinite(denominator)
-        if bool(xp.any(vanished)):  # restart once from the linear pre-image, then give up
-            before = restarted[rows]
-            again = _within(rows, vanished & ~before)
-            z[again] = _linear_preimage(weights[again], B)
-            restarted |= again
-            active = active & ~_within(rows, vanished & before)
-        ok = ~vanished
-        new = (W[ok] @ B) / xp.reshape(denominator[ok], (-1, 1))
-        moved = xp.sqrt(xp.sum((new - zi[ok]) ** 2, axis=1))
-        stepped = _within(rows, ok)
-        z[stepped] = new
-        done = _within(stepped, moved <= step_tol)
-        converged |= done
-        active = active & ~done
-        if bool(xp.any(done)):
-            last = iteration
-    n_iter = max_iter if not bool(xp.all(converged)) else last
-    return PreimageResult(points=to_host(z), converged=to_host(converged), n_iter=n_iter)
-
-
-def fixed_point_preimage(
-    basis: Any, scores: np.ndarray, start: np.ndarray | None = None, *, tol: float = 1e-6,
-    max_iter: int = 300, device: str = "cpu",
-) -> PreimageResult:
-    """Pre-images of in-memory ``scores`` on an RBF kernel basis by the fixed-point iteration.
-
-    Parameters
-    ----------
-    basis : KernelBasis
-        With an RBF kernel and its basis points in memory.
-    scores : (p, k) array
-    start : (p, d) array, optional
-        Where each point's iteration starts (the noisy points, to denoise them); default the
-        linear pre-image ``Σ γ_i b_i / Σ γ_i``.
-    tol : float, default=1e-6
-        A point has converged when a step moves it less than ``tol`` times the kernel's length
-        scale ``σ``.
-    max_iter : int, default=300
-    device : {"cpu", "cuda"}, default="cpu"
-        Where the iteration runs: on ``"cuda"`` the basis points, the weights and the starts
-        are copied to the GPU; the pre-images come back to the host.
-
-    Examples
-    --------
-    A training point projected on all components is its own pre-image:
-
-    >>> import numpy as np
-    >>> from dkpca import KernelPCA
-    >>> X = np.random.default_rng(0).normal(size=(30, 2))
-    >>> kp = KernelPCA(kernel="rbf", sigma2=0.5).fit(X)
-    >>> result = fixed_point_preimage(kp.basis_, kp.transform(X[:1]), X[:1] + 0.01)
-    >>> bool(result.converged.all()), bool(np.allclose(result.points, X[:1], atol=1e-5))
-    (True, True)
-    """
-    kernel = _rbf(basis.kernel)
-    B = to_device(np.asarray(basis.basis, dtype=np.float64), device)
-    weights = to_device(_weights(basis, np.asarray(scores, dtype=np.float64)), device)
-    start = None if start is None else to_device(np.asarray(start, dtype=np.float64), device)
-    return _fixed_point_block(weights, B, start, kernel.gamma, tol, max_iter)
-
-
-def _rbf(kernel: Kernel) -> RBF:
-    if not isinstance(kernel, RBF):
-        raise ValueError(  # noqa: TRY004 - a parameter choice, like scikit-learn's
-            f"the fixed-point pre-image needs an RBF kernel, not {kernel!r}; use "
-            f"preimage='learned' with fit_inverse_transform=True"
-        )
-    return kernel
-
-
-def _fixed_point_task(basis, scores, start, tol, max_iter, dtype, device):
-    result = fixed_point_preimage(basis, scores, start, tol=tol, max_iter=max_iter,
-                                  device=device)
-    return result.points.astype(dtype, copy=False), int((~result.converged).sum())
-
-
-def fixed_point_blocks(
-    basis: Any, scores: da.Array, start: da.Array | None, *, tol: float, max_iter: int,
-    dtype: np.dtype,
-) -> tuple[da.Array, da.Array]:
-    """:func:`fixed_point_preimage` lazily, one task per row chunk of ``scores``.
-
-    Returns the pre-images and the number of points that did not converge (a lazy scalar);
-    computed together, the pre-images are computed once. The tasks iterate on the device of
-    the ``dkpca.device`` setting.
-    """
-    device = kernel_device(basis.kernel, basis.basis)
-    shared = dask.delayed(basis, pure=True)
-    score_blocks = scores.rechunk({1: -1}).to_delayed().ravel()
-    start_blocks = (start.rechunk({0: scores.chunks[0], 1: -1}).to_delayed().ravel()
-                    if start is not None else [None] * len(score_blocks))
-    d = basis.basis.shape[1]
-    tasks = [dask.delayed(_fixed_point_task, pure=True)(shared, s, x, tol, max_iter, dtype,
-                                                        device)
-             for s, x in zip(score_blocks, start_blocks, strict=True)]
-    # named functions, not task[0]: dask's array optimisation would take a getitem for a slice
-    points = da.concatenate([
-        da.from_delayed(dask.delayed(_points, pure=True)(task), shape=(rows, d), dtype=dtype)
-        for task, rows in zip(tasks, scores.chunks[0], strict=True)
-    ], axis=0)
-    missed = da.concatenate([da.from_delayed(dask.delayed(_missed, pure=True)(task), shape=(1,),
-                                             dtype=np.int64) for task in tasks])
-    return points, missed.sum()
-
-
-def _points(result: tuple[np.ndarray, int]) -> np.ndarray:
-    return result[0]
-
-
-def _missed(result: tuple[np.ndarray, int]) -> np.ndarray:
-    return np.array([result[1]], dtype=np.int64)
-
-
-def unconverged_message(missed: int, total: int, max_iter: int) -> str | None:
-    """Say, once for a whole computation, how many fixed-point pre-images did not converge.
-
-    ``None`` when all converged.
-
-    Examples
-    --------
-    >>> unconverged_message(0, 100, 300) is None
-    True
-    >>> unconverged_message(3, 100, 300)
-    '3 of 100 pre-images did not converge in 300 iterations (they keep their last iterate)'
-    """
-    if not missed:
-        return None
-    return (f"{missed} of {total} pre-images did not converge in {max_iter} iterations "
-            f"(they keep their last iterate)")
 
 
 class LearnedPreimage:
@@ -275,14 +75,42 @@ class LearnedPreimage:
         self.alpha = alpha
 
     def fit(self, scores: np.ndarray, X: np.ndarray) -> LearnedPreimage:
-        """Solve the ridge system on ``scores`` (``r × k``) → ``X`` (``r × d``)."""
+        """Solve the ridge system on ``scores`` (``r × k``) → ``X`` (``r × d``).
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            ``k(T, T) + α I`` is singular or not positive definite: a kernel that is not
+            positive semi-definite (sigmoid) or ``alpha`` too small for rounding. The message
+            says which, and how large ``alpha`` must be.
+        """
         T = np.asarray(scores, dtype=np.float64)
         K = self.kernel.pairwise(T).astype(np.float64)
         K.flat[:: T.shape[0] + 1] += self.alpha
-        self.dual_coef_ = scipy.linalg.solve(K, np.asarray(X, dtype=np.float64),
-                                             assume_a="pos", overwrite_a=True)
+        try:
+            dual_coef = scipy.linalg.solve(K, np.asarray(X, dtype=np.float64),
+                                           assume_a="pos", overwrite_a=True)
+        except np.linalg.LinAlgError as error:
+            raise np.linalg.LinAlgError(self._singular_message(T, error)) from error
+        self.dual_coef_ = dual_coef
         self.scores_ = T
         return self
+
+    def _singular_message(self, T: np.ndarray, error: Exception) -> str:
+        """Say why ``k(T, T) + α I`` could not be solved, and which ``alpha`` would do."""
+        # Only on failure: one more r × r eigenproblem (its lowest eigenvalue) is affordable.
+        lowest = float(scipy.linalg.eigh(self.kernel.pairwise(T).astype(np.float64),
+                                         eigvals_only=True, subset_by_index=[0, 0])[0])
+        if lowest + self.alpha <= 0:
+            cause = (f"the kernel {self.kernel!r} is not positive semi-definite on the "
+                     f"training scores (lowest eigenvalue {lowest:.3g}); raise alpha above "
+                     f"{-lowest:.3g}, or use a positive semi-definite kernel")
+        else:
+            cause = (f"alpha={self.alpha!r} is too small against rounding in k(T, T) "
+                     f"(lowest eigenvalue {lowest:.3g}); raise alpha")
+        return (f"the learned pre-image's ridge system k(T, T) + alpha*I ({len(T)} x {len(T)}) "
+                f"is singular or not positive definite with alpha={self.alpha!r}: {cause} "
+                f"(scipy: {error})")
 
     def predict(self, scores: np.ndarray | da.Array) -> np.ndarray | da.Array:
         """Pre-images of ``scores``: lazy for dask input, numpy otherwise."""
@@ -371,7 +199,10 @@ class PreimageMixin:
         training_scores = None if vectors is None else vectors * np.sqrt(self.eigenvalues_)
         points, scores = learned_training_set(self.basis_, training_scores, rng,
                                               training_basis=training_basis)
-        learned = LearnedPreimage(self.kernel_, self.alpha).fit(scores, points)
+        try:
+            learned = LearnedPreimage(self.kernel_, self.alpha).fit(scores, points)
+        except np.linalg.LinAlgError as error:
+            raise np.linalg.LinAlgError(f"{type(self).__name__}: {error}") from error
         self.dual_coef_, self.X_transformed_fit_ = learned.dual_coef_, learned.scores_
 
     def _preimage_method(self) -> str:

@@ -257,7 +257,7 @@ def test_fixed_point_preimages_on_the_standard_alone():
     # The pre-image iteration on strict arrays, with points that converge, one whose weights
     # vanish (restarted from its linear pre-image, then given up) and starts given: numpy's
     # points, convergence flags and iteration count.
-    from dkpca.preimage import _fixed_point_block
+    from dkpca._fixed_point import _fixed_point_block
 
     rng = np.random.default_rng(10)
     B = rng.normal(size=(120, 3))

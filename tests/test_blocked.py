@@ -83,6 +83,16 @@ def test_kernel_product_strips_large_row_chunks():
     np.testing.assert_allclose(result.compute(), RBF(gamma=1.0).pairwise(X) @ V, atol=1e-10)
 
 
+def test_lazy_kernel_product_pickles(X):
+    # Fitted models keep such a product lazily: its task function must be importable.
+    import pickle
+
+    V = np.random.default_rng(2).normal(size=(len(X), 2))
+    result = kernel_product(RBF(gamma=0.5), da.from_array(X, chunks=(50, -1)), X, V)
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(result)).compute(), result.compute(),
+                               rtol=1e-12)
+
+
 def test_kernel_diagonal(X):
     d = kernel_diagonal(Polynomial(2, 0.3, 1.0), da.from_array(X, chunks=50))
     assert_eq(d, np.diag(Polynomial(2, 0.3, 1.0).pairwise(X)))

@@ -479,3 +479,79 @@ def test_copy_x_copies_a_dataframe(digits):
     before = np.asarray(model.transform(frame.to_numpy(copy=True)))
     frame.iloc[:, :] = 0.0
     np.testing.assert_array_equal(np.asarray(model.transform(digits[:100, :20])), before)
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized", "sketch", "nystrom", "fixed_size",
+                                    "icf"])
+def test_a_model_fitted_on_dask_input_pickles(solver):
+    # The landmark solvers keep a lazy eigenvectors_ built by kernel_product, whose task
+    # function was a local one: pickle and joblib refused the fitted model.
+    import io
+    import pickle
+
+    import joblib
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    model = KernelPCA(2, solver=solver, random_state=0).fit(da.from_array(X, chunks=20))
+    expected = np.asarray(model.transform(X))
+    buffer = io.BytesIO()
+    joblib.dump(model, buffer)
+    buffer.seek(0)
+    for loaded in (pickle.loads(pickle.dumps(model)), joblib.load(buffer)):
+        np.testing.assert_allclose(np.asarray(loaded.transform(X)), expected, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(loaded.eigenvectors_),
+                                   np.asarray(model.eigenvectors_), rtol=1e-12)
+
+
+def _sigmoid_pca(**params):
+    return KernelPCA(3, kernel="sigmoid", gamma=1.0, coef0=-1.0, fit_inverse_transform=True,
+                     **params)
+
+
+def test_a_failed_fit_leaves_the_model_unfitted():
+    # The learned pre-image's ridge system of an indefinite kernel failed after the spectrum
+    # was set: the model transformed, and inverse_transform blamed fit_inverse_transform.
+    from dkpca._validation import check_is_fitted
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    model = _sigmoid_pca(alpha=1e3).fit(X)  # fitted first: nothing of it may linger either
+    lowest = np.linalg.eigvalsh(model.kernel_.pairwise(model.transform(X)))[0]
+    assert lowest < -1e-3  # the sigmoid kernel is indefinite on these scores
+    model.set_params(alpha=1e-3)
+    with pytest.raises(np.linalg.LinAlgError, match=f"raise alpha above {-lowest:.3g}"):
+        model.fit(X)
+    assert not [name for name in vars(model) if name.endswith("_")]
+    with pytest.raises(NotFittedError):
+        check_is_fitted(model, "basis_")
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        model.transform(X)
+    model.set_params(alpha=1.5 * -lowest).fit(X)  # the suggested alpha solves
+    assert model.inverse_transform(model.transform(X[:2])).shape == (2, 3)
+
+
+def test_a_failed_partial_fit_leaves_the_model_as_it_was():
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    model = _sigmoid_pca(alpha=1e3, solver=Nystrom(landmarks=X[:20])).partial_fit(X[:30])
+    before = dict(vars(model))
+    with pytest.raises(np.linalg.LinAlgError, match="raise alpha above"):
+        model.set_params(alpha=1e-3).partial_fit(X[30:])
+    assert vars(model).keys() == before.keys()
+    assert all(vars(model)[name] is value for name, value in before.items() if name != "alpha")
+    assert model.n_samples_seen_ == 30
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized", "sketch", "nystrom", "fixed_size",
+                                    "icf"])
+def test_a_relative_eigenvalue_cut_of_a_count_does_not_warn(solver):
+    # The user's threshold keeps fewer than the count: no "only k of the n requested
+    # components have a positive eigenvalue" (the full-kernel solvers said so; Nyström did not).
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kp = KernelPCA(10, min_relative_eigenvalue=0.3, solver=solver, random_state=0).fit(X)
+    assert np.all(kp.eigenvalues_ >= 0.3 * kp.eigenvalues_[0])
+    if solver == "exact":
+        K = RBF(gamma=1 / 3).pairwise(X)
+        H = np.eye(60) - 1 / 60
+        full = np.linalg.eigvalsh(H @ K @ H)[::-1]
+        assert kp.n_components_ == np.count_nonzero(full >= 0.3 * full[0]) < 10

@@ -11,9 +11,10 @@ from sklearn.decomposition import KernelPCA as SKKernelPCA
 
 import dkpca
 from dkpca import KernelPCA
+from dkpca._fixed_point import _fixed_point_block, _weights
 from dkpca.datasets import make_semicircles, make_square, make_two_rings
 from dkpca.options import ICF, FixedPoint, FixedSize, Nystrom, Sketch, solver_name
-from dkpca.preimage import _fixed_point_block, _weights, fixed_point_preimage
+from dkpca.preimage import fixed_point_preimage
 
 
 @pytest.fixture(scope="module")
@@ -274,3 +275,66 @@ def test_partial_fit_learns_the_preimage_on_the_landmarks(solver):
         model.partial_fit(batch)
     np.testing.assert_allclose(model.denoise(X[:8]), _ridge_on_the_basis(model, X[:8], 0.1),
                                atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def small_rbf_model():
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    return X, KernelPCA(3, kernel="rbf", sigma2=0.5, solver="exact").fit(X)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"tol": -1.0}, r"invalid tol=-1.0; expected a float in \(0, inf\)"),
+    ({"tol": 0.0}, r"invalid tol=0.0; expected a float in \(0, inf\)"),
+    ({"tol": np.nan}, r"invalid tol=nan"),
+    ({"max_iter": 0}, r"invalid max_iter=0; expected an int in \[1, inf\]"),
+    ({"max_iter": 2.5}, r"invalid max_iter=2.5"),
+    ({"device": "gpu"}, r"invalid device='gpu'; expected one of 'cpu', 'cuda'"),
+])
+def test_fixed_point_preimage_refuses_bad_options(small_rbf_model, options, message):
+    # It validated nothing: tol=-1 ran every iteration and reported no point converged.
+    X, kp = small_rbf_model
+    with pytest.raises(ValueError, match=f"^fixed_point_preimage: {message}"):
+        fixed_point_preimage(kp.basis_, kp.transform(X[:5]), X[:5], **options)
+    if "device" not in options:  # the same rule, and words, as FixedPoint's
+        with pytest.raises(ValueError, match=message.replace("invalid ", "invalid FixedPoint ")):
+            FixedPoint(**options).validated("KernelPCA")
+
+
+@pytest.mark.parametrize("scores_rows, scores_cols, start_shape, message", [
+    (5, 3, (1, 2), r"start has shape \(1, 2\); expected \(5, 2\)"),
+    (5, 3, (5, 1), r"start has shape \(5, 1\); expected \(5, 2\)"),
+    (5, 2, (5, 2), r"scores has shape \(5, 2\); expected \(n_points, 3\)"),
+    (5, 4, None, r"scores has shape \(5, 4\); expected \(n_points, 3\)"),
+    (None, 3, None, r"scores has shape \(3,\); expected \(n_points, 3\)"),
+])
+def test_fixed_point_preimage_refuses_mismatched_shapes(small_rbf_model, scores_rows,
+                                                        scores_cols, start_shape, message):
+    # These gave an IndexError or numpy's matmul errors.
+    _, kp = small_rbf_model
+    scores = np.ones(scores_cols) if scores_rows is None else np.ones((scores_rows, scores_cols))
+    start = None if start_shape is None else np.zeros(start_shape)
+    with pytest.raises(ValueError, match=f"^fixed_point_preimage: {message}"):
+        fixed_point_preimage(kp.basis_, scores, start)
+
+
+@pytest.mark.parametrize("name", ["scores", "start"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_fixed_point_preimage_refuses_non_finite_input(small_rbf_model, name, bad):
+    X, kp = small_rbf_model
+    arrays = {"scores": np.asarray(kp.transform(X[:5])), "start": X[:5].copy()}
+    arrays[name][2, 0] = bad
+    with pytest.raises(ValueError, match=f"{name} contains NaN or infinity"):
+        fixed_point_preimage(kp.basis_, arrays["scores"], arrays["start"])
+
+
+def test_fixed_point_preimage_checked_input_gives_the_same_points(small_rbf_model):
+    # Validation changes nothing for good input (lists are taken as before): the points equal
+    # the iteration's own on the same weights.
+    X, kp = small_rbf_model
+    scores = np.asarray(kp.transform(X[:5]))
+    want = _fixed_point_block(_weights(kp.basis_, scores), X, X[:5].copy(),
+                              kp.basis_.kernel.gamma, 1e-6, 300)
+    got = fixed_point_preimage(kp.basis_, scores.tolist(), X[:5].tolist())
+    np.testing.assert_allclose(got.points, want.points, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got.converged, want.converged)

@@ -74,9 +74,12 @@ def eigenpair_components(
     """
     m = rule.select(eigenvalues, total_variance)
     # A decomposition that stops at the kernel's numerical rank (the sketch's) offers fewer
-    # eigenvalues than the count asked for: the messages name the count asked for.
+    # eigenvalues than the count asked for: the messages name the count asked for. Where a
+    # variance fraction or min_relative_eigenvalue made the cut, the user's rule did: no
+    # warning (as in the Nyström solvers).
+    capped = rule.count is not None and m == len(eigenvalues) < rule.count
     keep = positive_part(eigenvalues[:m], rule, owner, zero_ratio,
-                         requested=max(m, rule.count) if rule.count else None)
+                         requested=rule.count if capped else None)
     # keep_zero: exactly the count asked for, also where a solver's decomposition stops at
     # the kernel's numerical rank (the sketch's); directions beyond it are zero columns
     width = max(m, rule.count or 0) if rule.keep_zero else keep
