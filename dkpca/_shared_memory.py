@@ -223,7 +223,8 @@ def shared_product(client: Any, holders: list, states: list, spans: list[tuple[i
     rows (:func:`dkpca._tile_holders.partial_rows`). The partials come back as
     :func:`dkpca._tile_holders.state_product` returns them; exclusive ones (no two overlap) are
     written by their holders into one ``n``-row result, returned as the only partial. Raises
-    :class:`HolderStateMissing` when a worker no longer holds its state.
+    :class:`HolderStateMissing` when a worker no longer holds its state; any error is raised
+    once every call has ended (the first holder's, in ``holders`` order).
     """
     width = V.shape[1]
     with SharedFiles() as files:
@@ -237,10 +238,17 @@ def shared_product(client: Any, holders: list, states: list, spans: list[tuple[i
                     for lo, hi in spans]
 
         async def call_each() -> None:
-            await asyncio.gather(*(
+            ended = await asyncio.gather(*(
                 _call(client, holder.address, key=state.key,
                       args=to_serialize((shared_V, high, low, at, holder.nthreads, exclusive)))
-                for holder, state, (high, low, at) in zip(holders, states, outs, strict=True)))
+                for holder, state, (high, low, at) in zip(holders, states, outs, strict=True)),
+                return_exceptions=True)
+            # Every call has ended before an error is raised: no worker still writes into the
+            # files, and no call left running on the event loop keeps the error (and with it
+            # the caller's frames and futures) alive.
+            for outcome in ended:
+                if isinstance(outcome, BaseException):
+                    raise outcome
 
         client.sync(call_each)
         if exclusive:

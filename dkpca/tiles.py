@@ -16,15 +16,16 @@ multiplies all of its tiles with all of its threads and returns one partial. Two
 Tiles are stored in float32 where that keeps the eigenvalues accurate, shifted by their own mean
 first, and products are accumulated in float64 (:mod:`dkpca._tile_values`). On workers that
 share the client's machine, a product calls each worker directly and its bytes go through
-shared memory (:mod:`dkpca._shared_memory`); elsewhere it is one task per holder.
+shared memory (:mod:`dkpca._shared_memory`); elsewhere it is one task per holder
+(:mod:`dkpca._tile_transport`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
+import contextlib
 import logging
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -32,7 +33,7 @@ import numpy as np
 import psutil
 
 from ._cluster_workers import cluster_workers, live_workers
-from ._device import array_module, c_float64, to_host
+from ._device import c_float64, to_host
 from ._shared_memory import (
     HolderStateMissing,
     SharedMemoryFull,
@@ -48,7 +49,6 @@ from ._tile_holders import (
     recovering,
     state_product,
     state_summary,
-    two_sum_into,
 )
 from ._tile_layout import (
     LAYOUT_KEY,
@@ -58,6 +58,13 @@ from ._tile_layout import (
     plan_tiles,
     striped_kernel_bytes,
     tile_layout,
+)
+from ._tile_transport import (
+    _direct_to_holders,
+    _gather_or_cancel,
+    _on_this_machine,
+    _scatter_to_each,
+    _sum_partials,
 )
 from ._tile_values import StoredTile, evaluate_tile
 from .blocked import compute, tile_blocks
@@ -163,18 +170,58 @@ class KernelTiles:
         # partials that no other overlaps are rounded by their holders (half the bytes back)
         self._exclusive = self.layout == "stripes" or len(self.holders) == 1
         self._shared: bool | None = None  # whether the holders see our shared memory: probed
-        self._source = self._source_blocks(X, rows)
-        self.states: list = [self._build(h, p, stripe) for h, p, stripe in plan.kept]
-        if self._client is None:  # the states hold what they need; only a cluster recovers
-            self._source = self._recipe = []
+        self._source: list = []
+        self._recipe: list = []
+        self.states: list = []
         self.row_sums: np.ndarray | None = None
         self.trace: float | None = None
         self.nbytes = 0
-        if cached:
-            self._summarise()
+        with self.released_on_error():  # a failed build leaves nothing on the workers
+            self._source = self._source_blocks(X, rows)
+            self.states = [self._build(h, p, stripe) for h, p, stripe in plan.kept]
+            if self._client is None:  # the states hold what they need; only a cluster recovers
+                self._source = self._recipe = []
+            if cached:
+                self._summarise()
         logger.info("%s %d kernel tiles (%s, %d MiB) on %d holder(s), %s layout",
                     "cached" if cached else "streaming", self.n_tiles, self.dtype,
                     self.nbytes // 2**20, len(self.holders), self.layout)
+
+    def release(self) -> None:
+        """Drop the holders' states and data rows; on a cluster, cancel their tasks first.
+
+        Builds still running stop and nothing of the tiles stays on the workers. The tiles
+        cannot multiply afterwards. Done when building them, or a computation using them,
+        fails (:meth:`released_on_error`): the error's traceback holds this object, and a
+        ``distributed`` client keeps the error of a failed task (and with it the frames and the
+        futures) as long as that task's futures live, so they would never be freed.
+        """
+        futures = [f for f in (*self.states, *self._source) if hasattr(f, "key")]
+        if futures and self._client is not None and self._client.status == "running":
+            self._client.cancel(futures)
+        self.states, self._source, self._recipe = [], [], []
+
+    @contextlib.contextmanager
+    def released_on_error(self) -> Iterator[None]:
+        """Run the block; if it raises, :meth:`release` the tiles and raise the error again.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dkpca.kernels import Linear
+        >>> tiles = cache_kernel_tiles(Linear(), np.ones((3, 2)), block_bytes=2 * 2 * 8)
+        >>> try:
+        ...     with tiles.released_on_error():
+        ...         raise KeyboardInterrupt
+        ... except KeyboardInterrupt:
+        ...     tiles.states
+        []
+        """
+        try:
+            yield
+        except BaseException:
+            self.release()
+            raise
 
     @property
     def n_tiles(self) -> int:
@@ -218,16 +265,24 @@ class KernelTiles:
         if self._client is None:
             summaries = [state_summary(state) for state in self.states]
         else:
-            summaries = self._client.gather(
-                [self._client.submit(state_summary, state, workers=[h.address],
-                                     allow_other_workers=True, pure=False)
-                 for h, state in zip(self.holders, self.states, strict=True)])
+            summaries = _gather_or_cancel(self._client, [
+                self._client.submit(state_summary, state, workers=[h.address],
+                                    allow_other_workers=True, pure=False)
+                for h, state in zip(self.holders, self.states, strict=True)])
         self.row_sums = _sum_partials(self.n, [s[:3] for s in summaries])
         self.trace = math.fsum(s[3] for s in summaries)
         self.nbytes += sum(s[4] for s in summaries)
 
     def matmul(self, V: np.ndarray) -> np.ndarray:
         """Return ``K @ V`` (float64): one task per holder, one partial back from each.
+
+        A product that fails cancels its tasks on the other holders before the error is
+        raised; the tiles stay (:meth:`release` them when they are no longer wanted).
+
+        Raises
+        ------
+        RuntimeError
+            When the tiles were released (:meth:`release`).
 
         Examples
         --------
@@ -238,6 +293,9 @@ class KernelTiles:
         >>> tiles.matmul(np.ones((3, 1))).ravel()
         array([ 9., 39., 69.])
         """
+        if not self.states:
+            raise RuntimeError("these kernel tiles were released (a computation using them "
+                               "failed, or release() was called); build them again")
         if self._client is None:  # in this process: the product is where V is
             V = c_float64(V)
             partials = [state_product(state, V, h.nthreads, self._exclusive)
@@ -264,7 +322,7 @@ class KernelTiles:
                             and shared_memory_reaches(client, addresses))
             logger.info("kernel products: %s", "direct calls, V and the partials in shared "
                         "memory" if self._shared else "one task per holder, through sockets")
-        if self._shared:
+        if self._shared and self._states_built():
             spans = [partial_rows(self.bounds, pairs, stripe)
                      for pairs, stripe in zip(self._pairs, self._stripes, strict=True)]
             try:
@@ -277,11 +335,26 @@ class KernelTiles:
         # One copy of V to each holder, all sent at once (a broadcast scatter would do the
         # same, but logs an event that distributed cannot serialise).
         copies = client.sync(_scatter_to_each, client, V, addresses, direct)
-        return client.gather([
+        return _gather_or_cancel(client, [
             client.submit(state_product, state, copy, h.nthreads, self._exclusive,
                           workers=[h.address], allow_other_workers=True, pure=False)
             for h, state, copy in zip(self.holders, self.states, copies, strict=True)],
             direct=direct)
+
+    def _states_built(self) -> bool:
+        """Wait for the states still being built; return whether every one is in memory.
+
+        A direct call finds a holder's state in its worker's memory only once the task that
+        builds it has run: cached states have (their sums were gathered), streamed ones are
+        not waited for when built. A state that failed or was lost is not waited for: the
+        pass then goes through tasks, which raise its error or recover it.
+        """
+        from distributed import wait
+
+        pending = [state for state in self.states if state.status == "pending"]
+        if pending:
+            wait(pending)
+        return all(state.status == "finished" for state in self.states)
 
     def _recover(self) -> None:
         """Rebuild every holder whose state (or the data it needs) was lost, on live workers."""
@@ -299,96 +372,6 @@ class KernelTiles:
             address, info = min(workers, key=lambda w: used.count(w[0]))
             self.holders[k] = Holder(address, max(1, int(info["nthreads"])), holder.device)
             self.states[k] = self._build(self.holders[k], self._pairs[k], self._stripes[k])
-
-
-def _direct_to_holders(client: Any, addresses: list[str]) -> bool:
-    """Return whether ``V`` and the partials go between the client and the workers directly.
-
-    The client's own ``direct_to_workers`` decides when set. By default they do when every
-    holder is on this machine (a ``LocalCluster``: the scheduler would relay every byte of a
-    pass, twice); on a remote cluster the client may not reach the workers (a gateway, a
-    laptop outside Kubernetes), so the scheduler relays them. Set
-    ``Client(direct_to_workers=True)`` where the workers are in reach.
-
-    Examples
-    --------
-    >>> from types import SimpleNamespace
-    >>> client = SimpleNamespace(direct_to_workers=None)
-    >>> _direct_to_holders(client, ["tcp://127.0.0.1:4000"]), _direct_to_holders(
-    ...     client, ["tcp://10.0.3.7:4000"])
-    (True, False)
-    """
-    if client.direct_to_workers is not None:
-        return bool(client.direct_to_workers)
-    return all(_on_this_machine(address) for address in addresses)
-
-
-def _on_this_machine(address: str) -> bool:
-    from distributed.comm import get_address_host, parse_address
-
-    if parse_address(address)[0] == "inproc":  # workers in this very process
-        return True
-    host = get_address_host(address)
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a name, not an address
-        return host == "localhost"
-
-
-async def _scatter_to_each(client: Any, V: np.ndarray, addresses: list[str],
-                           direct: bool) -> list:
-    """Scatter one copy of ``V`` to each worker of ``addresses``, all at the same time."""
-    return list(await asyncio.gather(*(
-        client.scatter(V, workers=[address], hash=False, direct=direct, asynchronous=True)
-        for address in addresses)))
-
-
-def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
-    """Add the holders' double-double partials (rows ``lo:lo + len`` each) and round the total.
-
-    A partial over rows no earlier one touched is copied (a sum into zeros would give it bit
-    for bit, at the cost of a double-double pass): stripes, which do not overlap, are only
-    placed. The others are added with :func:`two_sum_into`, so the result does not depend on
-    their order. Partials rounded by their holders (``low`` is ``None``: no other overlaps
-    them, see :func:`state_product`) are placed as they are; one over every row is the result.
-    A first partial over every row (the symmetric layout's first holder) becomes the sum
-    itself when it is writable (it is this pass's own memory): the same numbers, without two
-    ``n × b`` arrays of zeros, a copy, and a third array for the rounded total.
-    """
-    xp = array_module(partials[0][1])
-    shape = (n, *partials[0][1].shape[1:])
-    if all(part_low is None for _, _, part_low in partials):
-        if len(partials) == 1 and partials[0][0] == 0 and partials[0][1].shape[0] == n:
-            return partials[0][1]
-        total = xp.zeros(shape, dtype=xp.float64)
-        for lo, part, _ in partials:
-            total[lo : lo + part.shape[0], ...] = part
-        return total
-    first_lo, first_high, first_low = partials[0]
-    if first_lo == 0 and first_high.shape[0] == n and _writable(first_high, first_low):
-        high, low, rest = first_high, first_low, partials[1:]
-        touched = np.ones(n, dtype=bool)
-    else:
-        high, low = xp.zeros(shape, dtype=xp.float64), xp.zeros(shape, dtype=xp.float64)
-        rest, touched = partials, np.zeros(n, dtype=bool)
-    # one scratch for every TwoSum, as tall as the tallest partial added (not the first)
-    rows_most = max((part_high.shape[0] for _, part_high, _ in rest), default=0)
-    scratch = [xp.empty((rows_most, *shape[1:]), dtype=xp.float64) for _ in range(3)]
-    for lo, part_high, part_low in rest:
-        rows = slice(lo, lo + part_high.shape[0])
-        if touched[rows].any():
-            two_sum_into(high[rows, ...], low[rows, ...], part_high, scratch)
-            low[rows, ...] += part_low
-        else:
-            high[rows, ...], low[rows, ...] = part_high, part_low
-        touched[rows] = True
-    high += low
-    return high
-
-
-def _writable(*arrays: Any) -> bool:
-    """Whether the arrays may be written (a read-only buffer from a socket may not)."""
-    return all(getattr(getattr(a, "flags", None), "writeable", True) for a in arrays)
 
 
 def cache_kernel_tiles(
@@ -469,7 +452,10 @@ def symmetric_kernel_product(
     """
     tiles = KernelTiles(kernel, X, block_bytes=block_bytes, dtype=storage_dtype(X, dtype),
                         cached=False)
-    return tiles.matmul(V)
+    try:
+        return tiles.matmul(V)
+    finally:  # the data rows leave the workers now, whether the product failed or not
+        tiles.release()
 
 
 def cache_memory_budget() -> int:

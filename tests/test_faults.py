@@ -11,6 +11,7 @@ possible) only the hidden ``.NAME.dkpca-tmp-*`` sibling stays.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -276,6 +277,60 @@ def test_cached_tiles_of_a_killed_worker_are_recomputed(own_client, arrays, monk
     assert model.n_iter_ == reference.n_iter_
     np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-10)
     live_workers(client, 2, TIMEOUT)  # the nanny restarted it, for later tests
+
+
+def _failing_kernel() -> dkpca.kernels.Kernel:
+    """An RBF kernel whose evaluation raises on any block holding the value 123.
+
+    Defined inside a function, so that the worker processes receive the class by value.
+    """
+    from dkpca.kernels import RBF, Kernel
+
+    class Failing(Kernel):
+        name = "failing"
+
+        def pairwise(self, X, Y=None):
+            Y = X if Y is None else Y
+            if (X == 123.0).any() or (Y == 123.0).any():
+                raise RuntimeError("boom")
+            return RBF(gamma=0.2).pairwise(X, Y)
+
+        def diag(self, X):
+            return np.ones(X.shape[0])
+
+    return Failing()
+
+
+@pytest.mark.parametrize("max_memory", ["auto", "10KB"], ids=["cached", "streamed"])
+def test_a_failed_fit_leaves_nothing_on_the_workers(client, max_memory, monkeypatch):
+    # The client keeps a failed task's error, whose traceback holds the frames that hold the
+    # tiles' futures: each failed fit used to leave its data rows and tiles on the workers
+    # (cached: the tiles' sums fail; streamed, through tasks: the first product fails).
+    import dask
+
+    monkeypatch.setitem(dask.config.config.setdefault("dkpca", {}), "shared-memory", False)
+
+    X = np.random.default_rng(0).normal(size=(1_200, 4))
+    X[700, 0] = 123.0
+
+    def tasks(dask_scheduler):
+        return len(dask_scheduler.tasks)
+
+    with dask.config.set(scheduler=client.get):
+        futures, held = len(client.refcount), client.run_on_scheduler(tasks)
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="boom"):
+                dkpca.KernelPCA(3, kernel=_failing_kernel(), solver="randomized",
+                                block_size="64KiB", max_memory=max_memory).fit(X)
+    # the client's own bookkeeping of the cancelled futures ends a moment later
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        gc.collect()
+        if len(client.refcount) <= futures and client.run_on_scheduler(tasks) <= held:
+            break
+        time.sleep(0.05)
+    assert len(client.refcount) == futures
+    assert client.run_on_scheduler(tasks) <= held
 
 
 # --- a dkpca run killed outright -----------------------------------------------------------

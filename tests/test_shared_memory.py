@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import dask
+import dask.array as da
 import numpy as np
 import pytest
 from conftest import tasks_run
@@ -29,7 +30,7 @@ from dkpca._shared_memory import (
     shared_product,
 )
 from dkpca.kernels import RBF
-from dkpca.tiles import cache_kernel_tiles
+from dkpca.tiles import KernelTiles, cache_kernel_tiles
 
 pytestmark = [
     pytest.mark.distributed,
@@ -131,6 +132,24 @@ def test_a_worker_without_the_state_says_so(process_client):
     with pytest.raises(HolderStateMissing, match="a-state-no-worker-holds"):
         shared_product(process_client, tiles.holders, [Gone()] * len(tiles.holders), spans, V,
                        exclusive=True)
+
+
+def test_a_streamed_pass_waits_for_the_states_and_keeps_shared_memory(process_client, caplog):
+    # Streamed states are not waited for when built: the first pass, a direct call, used to
+    # reach a worker before its state did (an ERROR there) and give shared memory up for good.
+    X, V = np.random.default_rng(0).normal(size=(1_000, 8)), _V(1_000)
+    with caplog.at_level(logging.INFO, logger="dkpca.tiles"):
+        tiles = KernelTiles(RBF(gamma=0.1), da.from_array(X, chunks=(100, 2)),
+                            block_bytes=128 * 128 * 8, dtype=np.dtype("float64"), cached=False)
+        got = tiles.matmul(V)
+    assert tiles._shared is True
+    assert "from now on" not in caplog.text
+    keys = {state.key for state in tiles.states}
+    missing = [message for logs in process_client.get_worker_logs().values()
+               for level, message in logs
+               if level == "ERROR" and any(key in message for key in keys)]
+    assert not missing
+    np.testing.assert_allclose(got, RBF(gamma=0.1).pairwise(X) @ V, rtol=1e-12, atol=1e-12)
 
 
 def test_shared_memory_off_or_missing_means_sockets(process_client, monkeypatch):

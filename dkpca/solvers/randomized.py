@@ -111,15 +111,16 @@ class _CenteredKernelOperator:
         cached = cached_kernel_bytes(n, dtype.itemsize, block_bytes) <= max_memory
         self.tiles = KernelTiles(kernel, source, block_bytes=block_bytes, dtype=dtype,
                                  cached=cached, max_memory=max_memory)
-        if cached:
-            self.row_means: np.ndarray | None = self.tiles.row_sums / n
-            check_finite_kernel(self.row_means, X, owner)
-            self.diagonal_sum = self.tiles.trace
-        else:
-            self.row_means = None
-            (self.diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
-            logger.info("randomized solver re-evaluating %s kernel tiles (kernel > max_memory)",
-                        dtype)
+        self.row_means: np.ndarray | None = None
+        with self.tiles.released_on_error():
+            if cached:
+                self.row_means = self.tiles.row_sums / n
+                check_finite_kernel(self.row_means, X, owner)
+                self.diagonal_sum = self.tiles.trace
+            else:
+                (self.diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
+                logger.info("randomized solver re-evaluating %s kernel tiles (kernel > "
+                            "max_memory)", dtype)
 
     def __call__(self, Q: np.ndarray) -> np.ndarray:
         """Return ``H K H Q``, on ``Q``'s device (a GPU's basis never leaves it)."""
@@ -236,6 +237,8 @@ def fit_randomized(
     distributed client), time ``O(n² d)`` once plus ``O(n² b)`` per pass.
     Streaming: memory one tile per thread plus the ``n × (passes · b)`` Krylov basis; each
     pass costs a full kernel evaluation (``O(n² d)``, halved by symmetry).
+    A fit that fails or is interrupted cancels its tasks and releases the tiles (see
+    :meth:`dkpca.tiles.KernelTiles.release`) before the error propagates.
 
     References
     ----------
@@ -271,18 +274,21 @@ def fit_randomized(
     # Holders in this process on a GPU: the Krylov basis lives on the GPU beside the tiles.
     device = configured_device() if operator.tiles.local else "cpu"
     k = rule.count if rule.count is not None else min(n, _INITIAL_COMPONENTS)
-    while True:
-        k = min(k, n)
-        start = rng.standard_normal((n, block_width(k, n, n_oversamples)))
-        start -= start.mean(axis=0)  # orthogonal to the ones vector, see center_columns
-        with bookkeeping_threads(n):
-            result = _on_host(block_krylov_eigh(operator, to_device(start, device), k, tol=tol,
-                                                max_iter=max_iter))
-        total = operator.total_variance()
-        if k >= n or rule.satisfied_by(result.eigenvalues, total):
-            break
-        logger.info("component rule needs more than %d components; doubling", k)
-        k *= 2
+    # A failed (or interrupted) fit leaves nothing on the workers, although its traceback,
+    # kept by the caller, holds the operator.
+    with operator.tiles.released_on_error():
+        while True:
+            k = min(k, n)
+            start = rng.standard_normal((n, block_width(k, n, n_oversamples)))
+            start -= start.mean(axis=0)  # orthogonal to the ones vector, see center_columns
+            with bookkeeping_threads(n):
+                result = _on_host(block_krylov_eigh(operator, to_device(start, device), k,
+                                                    tol=tol, max_iter=max_iter))
+            total = operator.total_variance()
+            if k >= n or rule.satisfied_by(result.eigenvalues, total):
+                break
+            logger.info("component rule needs more than %d components; doubling", k)
+            k *= 2
     if not result.converged:
         warnings.warn(
             f"{owner}: the randomized solver stopped after {result.n_passes} passes with "
