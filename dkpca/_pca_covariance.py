@@ -14,10 +14,10 @@ import dask
 import numpy as np
 
 from ._pca_sparse import sparse_scatter
-from .blocked import compute, tree_sum
+from .blocked import compute, tree_reduce
 from .io import is_sparse
 from .linalg import top_eigh
-from .moments import RowStatistics, moments_in_memory, shifted_moments
+from .moments import RowStatistics, centred_statistics
 
 __all__ = [
     "NonFiniteStatisticsError",
@@ -39,9 +39,11 @@ def row_statistics(X: Any) -> RowStatistics:
     """Return the count, mean and scatter of ``X``'s rows, in one pass (covariance solver).
 
     A numpy array is read in place by one thread per core, a dask array (or Zarr) by one task
-    per row chunk with the shift taken inside the graph (one compute); sparse data is centred
-    implicitly (:func:`~dkpca._pca_sparse.sparse_scatter`). The dense moments are taken
-    around the first row, which keeps them accurate for data far from the origin.
+    per row chunk, the chunks' statistics merged in a tree (one compute); sparse data is
+    centred implicitly (:func:`~dkpca._pca_sparse.sparse_scatter`). Dense rows are centred
+    strip by strip on their own rows and the strips merged exactly
+    (:func:`~dkpca.moments.centred_statistics`), which keeps the statistics accurate for data
+    far from the origin, whatever the order of the rows.
 
     Examples
     --------
@@ -57,15 +59,13 @@ def row_statistics(X: Any) -> RowStatistics:
         check_finite_statistics(mean, scatter)
         return RowStatistics(n, mean, scatter)
     if isinstance(X, np.ndarray):  # in memory: one thread per core, no task graph
-        shift = X[0].astype(np.float64)
-        moments = moments_in_memory(X, shift)
-    else:  # one task per row chunk; the shift comes from inside the graph: one compute
-        shift = X[:1].astype(np.float64).to_delayed().ravel()[0]
-        parts = [dask.delayed(_chunk_moments)(b, shift) for b in X.to_delayed().ravel()]
-        moments, shift = compute(tree_sum(parts), shift)
-        shift = shift[0]
-    check_finite_statistics(moments)
-    return RowStatistics.from_moments(moments, shift, n)
+        statistics = centred_statistics(X)
+    else:  # one task per row chunk, merged in a tree: one compute
+        X = X.rechunk({1: -1})  # whole rows
+        parts = [dask.delayed(_chunk_statistics)(b) for b in X.to_delayed().ravel()]
+        (statistics,) = compute(tree_reduce(parts, _merge_statistics))
+    check_finite_statistics(statistics.mean, statistics.scatter)
+    return statistics
 
 
 def covariance_spectrum(
@@ -89,6 +89,16 @@ def check_finite_statistics(*statistics: np.ndarray) -> None:
             "PCA: X contains NaN or infinity; remove or impute those values.")
 
 
-def _chunk_moments(block: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """:func:`~dkpca.moments.shifted_moments` of a task's chunk around the ``(1, d)`` shift."""
-    return shifted_moments(block, shift[0])
+def _chunk_statistics(block: np.ndarray) -> RowStatistics:
+    """:func:`~dkpca.moments.centred_statistics` of a task's chunk (one thread: the task's)."""
+    return centred_statistics(np.asarray(block), threads=1)
+
+
+def _merge_statistics(*parts: RowStatistics) -> RowStatistics:
+    """Merge chunks' statistics exactly (:meth:`RowStatistics.merge`); empty chunks add nothing."""
+    kept = [part for part in parts if part.count] or [parts[0]]
+    merged = kept[0]
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite data: the fit reports it
+        for part in kept[1:]:
+            merged = merged.merge(part)
+    return merged

@@ -15,7 +15,9 @@ diag(sqrt(δ)) A`` (``δ = max(λ - σ², 0)``), ``C = σ² I + Bᵀ B`` and
 
 so a sample's log-likelihood costs ``O(d k)`` and the memory stays ``O(d k)`` however many
 features there are. Only a model without noise (``σ² = 0``: as many components as
-``min(n_samples, n_features)``) needs the dense ``d × d`` covariance.
+``min(n_samples, n_features)``) needs the dense ``d × d`` covariance; with fewer components
+with variance than features that covariance is singular, and every log-likelihood is
+``-inf`` (scikit-learn's value), with no matrix inverted.
 
 References
 ----------
@@ -26,9 +28,11 @@ Soc. B 61(3), 1999. T. P. Minka, "Automatic choice of dimensionality for PCA", N
 from __future__ import annotations
 
 import math
+import warnings
 
 import dask.array as da
 import numpy as np
+import scipy.linalg
 import scipy.special
 
 from ._device import array_module, is_device_array, to_host
@@ -38,6 +42,7 @@ from ._typing import ArrayLike
 from ._validation import check_is_fitted
 from .io import as_array, as_dask, is_sparse
 from .io._views import view_blocks
+from .solvers._components import _outside_dkpca
 
 __all__ = ["ProbabilisticMixin", "minka_log_evidence", "minka_rank", "noise_variance"]
 
@@ -164,6 +169,27 @@ def _dense_blocks(X: object) -> da.Array:
                         meta=np.empty((0, 0), dtype=X.dtype))
 
 
+def _singular_without_noise(B: np.ndarray, d: int, k: int) -> bool:
+    """Whether a noise-free model's covariance ``Bᵀ B`` is singular; warn that it is.
+
+    Without noise (``σ² = 0``) the covariance has rank at most the number of components with
+    variance: below ``d`` the model is a degenerate Gaussian, whose log-likelihood
+    scikit-learn reports as ``-inf`` (its ``fast_logdet`` of the precision, with a
+    ``LinAlgWarning`` from inverting the covariance); so does :meth:`score_samples`,
+    without inverting a singular matrix.
+    """
+    with_variance = int(np.count_nonzero(np.any(B != 0.0, axis=1)))
+    if with_variance >= d:
+        return False
+    warnings.warn(
+        f"PCA: the model's covariance is singular (noise_variance_=0 and {with_variance} "
+        f"component(s) with variance among n_components_={k}, n_features_in_={d}): every "
+        f"log-likelihood is -inf, as in scikit-learn. For a model with noise, keep fewer "
+        f"components than the training data's rank (their variance is then the noise).",
+        scipy.linalg.LinAlgWarning, stacklevel=_outside_dkpca())
+    return True
+
+
 class ProbabilisticMixin:
     """``get_covariance``, ``get_precision``, ``score_samples`` and ``score`` of a fitted PCA.
 
@@ -242,6 +268,10 @@ class ProbabilisticMixin:
         Returns
         -------
         (n_samples,) array
+            ``-inf`` everywhere, with a :class:`scipy.linalg.LinAlgWarning`, when the model's
+            covariance is singular: no noise (``noise_variance_ == 0``) and fewer components
+            with variance than features, as scikit-learn reports it. A noise-free model whose
+            precision has no positive determinant scores ``-inf`` too (``fast_logdet``).
 
         Examples
         --------
@@ -260,10 +290,14 @@ class ProbabilisticMixin:
         d = self.n_features_in_
         residual = Xd.astype(np.float64) - self.mean_.astype(np.float64)
         B, sigma2 = self._low_rank()
-        if sigma2 == 0.0:  # dense: the precision as it is
+        if sigma2 == 0.0 and _singular_without_noise(B, d, self.n_components_):
+            log_like = residual[:, 0].map_blocks(np.full_like, -np.inf, dtype=np.float64)
+        elif sigma2 == 0.0:  # dense: the precision as it is
             precision = self.get_precision().astype(np.float64)
             quadratic = (residual * (residual @ precision)).sum(axis=1)
-            logdet = np.linalg.slogdet(precision)[1]
+            sign, logdet = np.linalg.slogdet(precision)
+            if not sign > 0:  # scikit-learn's fast_logdet: no positive determinant, -inf
+                logdet = -np.inf
             log_like = -0.5 * quadratic - 0.5 * (d * math.log(2 * math.pi) - logdet)
         else:  # low rank: x ᵀC⁻¹x = (|x|² - (Bx)ᵀ M⁻¹ (Bx)) / σ²
             M = sigma2 * np.eye(len(B)) + B @ B.T

@@ -51,6 +51,7 @@ import psutil
 import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning
 
+from ._pca_components import orthonormal_tail
 from ._pca_covariance import check_finite_statistics
 from ._pca_products import centred_rtimes, centred_slabs, centred_times, product_dtype
 from ._pca_stripes import (
@@ -508,11 +509,18 @@ def fit_randomized_pca(
     if d <= n:
         vectors = result.eigenvectors
     else:  # w = X_cᵀ u / sqrt(λ); directions without variance are completed by the caller
-        positive = eigenvalues > max(eigenvalues[0], 0.0) * 1e-12 if len(eigenvalues) else []
+        # Maintenance note: a Ritz vector u keeps a component of about r·θ₁/(θ₁ - θ) ≈ r
+        # (r the relative residual) along the leading eigenvectors, which X_cᵀ u / sqrt(θ)
+        # magnifies to r·sqrt(θ₁ / θ): below r²·θ₁ that exceeds the direction itself. Below
+        # about n·eps·θ₁ (the rounding of the n × n products, as in the gram solver) θ is
+        # rounding itself. Above both the pair is kept; orthonormal_tail removes what the
+        # rounding left of the leading directions in the small ones.
+        floor = max(side * np.finfo(np.float64).eps, float(result.residual) ** 2)
+        positive = eigenvalues > max(eigenvalues[0], 0.0) * floor if len(eigenvalues) else []
         vectors = operator.rtimes(result.eigenvectors[:, positive]) / np.sqrt(
             eigenvalues[positive])
-        vectors = flip_signs(vectors)
         eigenvalues = eigenvalues[positive]
+        vectors = flip_signs(orthonormal_tail(vectors, eigenvalues))
     if not result.converged:
         warnings.warn(
             f"PCA: the randomized solver did not reach tol={tol:g} in max_iter={max_iter} "

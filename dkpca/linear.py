@@ -8,6 +8,7 @@ sparse, components, probabilistic).
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any
 
 import dask
@@ -30,7 +31,7 @@ from ._estimator import (
     warn_if_no_variance,
 )
 from ._feature_names import check_feature_names
-from ._pca_components import complete_basis, select_count
+from ._pca_components import complete_basis, orthonormal_tail, select_count
 from ._pca_covariance import (
     NonFiniteStatisticsError,
     check_finite_statistics,
@@ -51,10 +52,11 @@ from ._validation import (
     validate_params,
 )
 from .blocked import center_kernel_inplace, compute, tree_sum
-from .io import as_array, as_dask, is_sparse, nonfinite_message
+from .io import as_array, as_dask, is_sparse, nonfinite_message, require_known_rows
 from .io._views import view_blocks
 from .linalg import crossproduct, flip_signs, top_eigh
 from .solvers import ComponentRule, fit_pca_sketch
+from .solvers._sketches import Sketch
 
 __all__ = ["PCA"]
 
@@ -69,7 +71,10 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         zero-variance components), a float in (0, 1) the fewest whose variance ratios sum to
         *more than* that fraction (scikit-learn's rule), ``"mle"`` the rank that maximises
         Minka's evidence (needs ``n_samples >= n_features`` and the whole spectrum), ``None``
-        all ``min(n_samples, n_features)``.
+        all ``min(n_samples, n_features)``. With ``solver="sketch"`` a fraction chooses among
+        the directions the sketch found (at most ``sketch_dim``); when they all explain no
+        more than the fraction, they are kept, with a warning that ``sketch_dim`` is too
+        small, and no direction without variance is added.
     whiten : bool, default=False
         Divide the scores by ``sqrt(explained_variance_)`` (unit variance on the training
         data); :meth:`inverse_transform` multiplies them back.
@@ -161,8 +166,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     follows scikit-learn's definitions, including its covariance of a whitened model; scoring
     costs ``O(d k)`` per sample through the matrix inversion lemma, never a ``d × d``
     matrix unless the model has no noise (see :mod:`dkpca._pca_probabilistic`).
-    Covariance accumulates around the first sample (a shift that keeps the one-pass formula
-    accurate when the mean is large compared with the spread; see :mod:`dkpca.moments`). A
+    Covariance centres every strip of rows on its own rows and merges the strips exactly
+    (Chan's pairwise rule), which keeps the one-pass formula accurate when the mean is large
+    compared with the spread, whatever the order of the rows (see :mod:`dkpca.moments`). A
     numpy array is read in place, never copied, by one thread per core; a dask array (or
     Zarr) gives one task per row chunk. NaN and infinity are found in the accumulated
     statistics, so checking them costs no pass of its own.
@@ -285,15 +291,20 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             raise TypeError(
                 f"PCA: sparse input is supported by solver='covariance' and 'randomized' "
                 f"(implicit centring), not solver={solver!r}; choose one of those.")
+        sketch = None
+        if solver == "sketch":
+            sketch = make_sketch(self.sketch, self.sketch_dim, self.n_hashes, self.random_state,
+                                 n_max=d, rule=ComponentRule(count=count), owner="PCA")
         try:
             mean, eigenvalues, vectors, total, passes, statistics = self._solve(
-                X, Xa, solver, count)
+                X, Xa, solver, count, sketch)
         except NonFiniteStatisticsError:
             raise ValueError(f"PCA: {nonfinite_message(Xa)}") from None
         self.solver_ = solver
         centred = (solver in ("randomized", "gram", "sketch")
                    or (solver == "covariance" and not sparse))
-        self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype, centred)
+        self._set_spectrum(mean, eigenvalues, vectors, total, n, d, Xa.dtype, centred,
+                           sketch_dim=None if sketch is None else sketch.sketch_dim)
         # Only the covariance solver's statistics are a sum over rows that partial_fit can
         # continue; a refit with another solver must not leave an older fit's behind.
         self.row_statistics_ = statistics
@@ -301,9 +312,11 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return self
 
     def _solve(
-        self, X: Any, Xa: Any, solver: str, count: int | None
+        self, X: Any, Xa: Any, solver: str, count: int | None, sketch: Sketch | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int, Any]:
         """Run ``solver`` on the validated ``Xa`` (``X`` as given, for its chunks).
+
+        ``sketch`` is the sketch solver's (``None`` for the others).
 
         Returns the mean, eigenvalues, vectors, total variance, passes over the data and the
         covariance solver's row statistics (``None`` for the others).
@@ -311,12 +324,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         passes = {"covariance": 1, "gram": 2, "sketch": 3 if self.refine else 2}.get(solver)
         statistics = None
         if solver == "sketch":
-            rule = ComponentRule(count=count)
-            sketch = make_sketch(self.sketch, self.sketch_dim, self.n_hashes, self.random_state,
-                                 n_max=Xa.shape[1], rule=rule, owner="PCA")
             mean, eigenvalues, vectors, total = fit_pca_sketch(
-                as_dask(Xa, check_finite=False), rule, sketch=sketch, refine=self.refine
-            )
+                as_dask(Xa, check_finite=False), ComponentRule(count=count), sketch=sketch,
+                refine=self.refine)
         elif solver == "randomized":
             # a dask array keeps its own chunks (features too): no rechunk to full rows
             data = X.astype(Xa.dtype) if isinstance(X, da.Array) and X.ndim == 2 else Xa
@@ -376,7 +386,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ValueError
             The model was fitted by another solver (``"auto"`` took gram, say); the batch has
             another number of features than the model; the ``d × d`` scatter a first call
-            would keep exceeds ``memory_budget``.
+            would keep exceeds ``memory_budget``; a dask batch's row chunk sizes are unknown
+            (boolean indexing: the message, as :meth:`fit`'s, says to compute them).
 
         Examples
         --------
@@ -398,7 +409,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if first:
             check_samples(Xa, "PCA")
             previous, dtype = None, Xa.dtype
-        else:
+        else:  # any batch may come from boolean indexing: the same message as fit's
+            require_known_rows(Xa, owner="PCA")
             check_features(Xa, self.n_features_in_, "PCA")
             previous, dtype = getattr(self, "row_statistics_", None), self.mean_.dtype
             if previous is None:
@@ -469,9 +481,13 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     def _set_spectrum(
         self, mean: np.ndarray, eigenvalues: np.ndarray, vectors: np.ndarray, total: float,
-        n: int, d: int, dtype: np.dtype, centred: bool,
+        n: int, d: int, dtype: np.dtype, centred: bool, *, sketch_dim: int | None = None,
     ) -> None:
         """Fitted attributes from the leading eigenpairs of the scatter matrix ``X_cᵀ X_c``.
+
+        ``sketch_dim`` is the sketch solver's ``q`` (``None`` for the exact solvers): a
+        variance fraction then chooses among the directions the sketch found only, and warns
+        when they do not reach it.
 
         Maintenance note: everything is computed in float64 and cast to the input's dtype at
         the end; variances are clipped at zero (rounding leaves tiny negative eigenvalues on
@@ -481,9 +497,15 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         variances = np.zeros(limit)  # directions a solver did not return carry no variance
         found = min(limit, len(eigenvalues))
         variances[:found] = np.maximum(eigenvalues[:found], 0.0) / (n - 1)
+        fraction = (isinstance(self.n_components, numbers.Real)
+                    and not isinstance(self.n_components, numbers.Integral))
         if self.n_components == "mle":  # Minka's rule, then the threshold if any
             m = select_count(variances, total, minka_rank(variances, n),
                              self.min_relative_eigenvalue)
+        elif fraction and sketch_dim is not None:  # no zero-variance filler for a fraction
+            m = select_count(variances[:found], total, self.n_components,
+                             self.min_relative_eigenvalue)
+            _warn_if_fraction_missed(variances[:found], total, self.n_components, sketch_dim)
         else:
             m = select_count(variances, total, self.n_components, self.min_relative_eigenvalue)
         if isinstance(self.n_components, numbers.Integral) and self.min_relative_eigenvalue is None:
@@ -494,8 +516,8 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # Sums of squares minus n·μ² (sparse covariance) cancel, where nothing varies, to the
         # rounding of a sum of n terms: at most about n·eps·Σⱼ n μⱼ², over columns (not
         # d·max μ², which exceeds a real variance next to one large-mean column). Moments
-        # around a sample or a block's mean (dense covariance, randomized), around the first
-        # row (sketch) and the Gram matrix of shifted rows (gram) are exactly zero there.
+        # around each strip's first row (dense covariance), a block's mean (randomized), the
+        # first row (sketch) and the Gram matrix of shifted rows (gram) are exactly zero there.
         scale = n * float(np.sum(mean**2)) / (n - 1)
         floor = 0.0 if centred else (64 + n) * np.finfo(float).eps * scale
         varies = total > max(floor, np.finfo(float).tiny)
@@ -534,8 +556,13 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         eigenvalues, dual = top_eigh(G, k, overwrite=True)
         eigenvalues = np.maximum(eigenvalues, 0.0)
         # Directions without variance cannot be scaled by 1 / sqrt(λ): the fit completes them
-        # (complete_basis), with zero variance, up to the width asked for.
-        keep = eigenvalues > eigenvalues[0] * 1e-12
+        # (complete_basis), with zero variance, up to the width asked for. Maintenance note:
+        # forming, centring and diagonalising G leave its eigenvalues an absolute error of
+        # about n·eps·λ₁ (backward-stable eigh: O(n eps ||G||); numpy's matrix_rank takes the
+        # same max(M, N)·eps of the largest as its rank tolerance). Below that an eigenvalue is
+        # rounding; above it float64 resolves it, so it is kept. That rounding leaves its
+        # converted vector a length and overlaps of about eps·λ₁/λ: orthonormal_tail below.
+        keep = eigenvalues > eigenvalues[0] * n * np.finfo(np.float64).eps
         eigenvalues, dual = eigenvalues[keep], dual[:, keep]
         # eq. (21): w = X_cᵀ v / sqrt(λ); the dual vectors sum to zero, so X_cᵀ v is
         # (X - 1 x₀ᵀ)ᵀ v, whose terms do not cancel for data far from the origin
@@ -545,6 +572,7 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         else:  # a feature chunk at a time (the caller's array is never copied whole)
             shifted = columns.astype(np.float64) - columns[:1].astype(np.float64)
             (vectors,) = compute(shifted.T @ da.from_array(dual))
+        vectors = orthonormal_tail(vectors, eigenvalues)  # rounding in X_cᵀ v / sqrt(λ)
         return mean, eigenvalues, flip_signs(vectors), total
 
     def transform(self, X: ArrayLike) -> np.ndarray | da.Array:
@@ -648,3 +676,20 @@ def _dot_matrix(block: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
         B = np.subtract(block, block[:1], dtype=np.float64)
         return crossproduct(B.T)
+
+
+def _warn_if_fraction_missed(
+    variances: np.ndarray, total: float, fraction: float, sketch_dim: int
+) -> None:
+    """Warn that the sketch's directions explain no more than the fraction asked for.
+
+    Their variances (Rayleigh quotients) sum to at most the total; a sketch of dimension
+    ``q`` finds at most ``q`` directions, fewer than a fraction of a flat spectrum needs.
+    """
+    reached = float(np.sum(variances)) / total if total > 0 else 1.0
+    if reached <= fraction:
+        warnings.warn(
+            f"PCA: the {len(variances)} directions the sketch found explain {reached:.3g} of "
+            f"the variance, not more than n_components={fraction}; all of them are kept. "
+            f"sketch_dim={sketch_dim} is too small for that fraction: raise it, or use "
+            f"solver='covariance' or 'gram'.", UserWarning, stacklevel=4)

@@ -329,7 +329,8 @@ def test_a_failed_fit_leaves_nothing_on_the_workers(client, max_memory, monkeypa
         if len(client.refcount) <= futures and client.run_on_scheduler(tasks) <= held:
             break
         time.sleep(0.05)
-    assert len(client.refcount) == futures
+    # at most the futures held before: earlier tests' may have been released meanwhile
+    assert len(client.refcount) <= futures
     assert client.run_on_scheduler(tasks) <= held
 
 

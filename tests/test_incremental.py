@@ -265,3 +265,20 @@ def test_a_model_loaded_lazily_continues(data, tmp_path):
     loaded = dkpca.load(tmp_path / "p.zarr", in_memory=100)
     assert isinstance(loaded.row_statistics_.scatter, np.ndarray)
     _assert_same_pca(loaded.partial_fit(data[300:]), PCA(3).fit(data))
+
+
+def test_every_batch_with_unknown_chunk_sizes_gets_fits_message():
+    """Boolean indexing leaves the row chunks unknown: the first batch, and any later one
+    (dask's raw "Arrays chunk sizes are unknown" before), say how to compute them."""
+    X = np.random.default_rng(0).normal(size=(60, 10))
+    Xd = da.from_array(X, chunks=(7, 10))
+    unknown = Xd[Xd[:, 0] > -100]
+    with pytest.raises(ValueError, match=r"PCA.*unknown chunk sizes.*compute_chunk_sizes"):
+        PCA(3).fit(unknown)
+    for model in (PCA(3), PCA(3).fit(X), PCA(3).partial_fit(X[:30])):
+        seen = getattr(model, "n_samples_seen_", 0)
+        with pytest.raises(ValueError, match=r"PCA.*unknown chunk sizes.*compute_chunk_sizes"):
+            model.partial_fit(unknown)
+        assert getattr(model, "n_samples_seen_", 0) == seen
+    model = PCA(3).partial_fit(X[:30]).partial_fit(unknown.compute_chunk_sizes())
+    assert model.n_samples_seen_ == 90

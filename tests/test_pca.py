@@ -263,6 +263,26 @@ def test_no_noise_model_scores_with_the_dense_precision():
     assert pca.score(X) == pytest.approx(ref.score(X), rel=1e-8)
 
 
+@pytest.mark.parametrize("n_components", [None, 0.95])
+def test_singular_model_without_noise_scores_minus_infinity(n_components):
+    # 8 samples, 60 features: no noise (all directions with variance kept) and a covariance
+    # of rank 7. scikit-learn's score is -inf there, with a LinAlgWarning; dkpca returned
+    # 858 (the inverse of a singular matrix, and slogdet's sign ignored).
+    import scipy.linalg
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 60)) * np.linspace(3, 0.1, 60) + 5
+    pca = PCA(n_components).fit(X)
+    assert pca.noise_variance_ == 0
+    assert np.linalg.matrix_rank(pca.get_covariance()) < X.shape[1]
+    with pytest.warns(scipy.linalg.LinAlgWarning, match="singular"):
+        assert pca.score(X) == -np.inf
+    with pytest.warns(scipy.linalg.LinAlgWarning, match="singular"):
+        lazy = pca.score_samples(da.from_array(X, chunks=(3, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_array_equal(lazy.compute(), np.full(len(X), -np.inf))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_mle_matches_sklearn(seed):
     rng = np.random.default_rng(seed)
@@ -272,6 +292,55 @@ def test_mle_matches_sklearn(seed):
     pca = PCA("mle").fit(X)
     assert pca.n_components_ == ref.n_components_
     assert pca.noise_variance_ == pytest.approx(ref.noise_variance_, rel=1e-9)
+
+
+def _nearly_low_rank():
+    """Square data of rank 8 at scale 1e2 plus noise at 1e-6..1e-3: a spectrum spanning 1e-14."""
+    rng = np.random.default_rng(19)
+    n = d = int(rng.integers(6, 30))
+    r = int(rng.integers(1, d - 2))
+    return (rng.normal(size=(n, r)) @ rng.normal(size=(r, d)) * 100
+            + rng.normal(size=(n, d)) * 10 ** rng.uniform(-6, -3))
+
+
+def test_gram_keeps_the_small_eigenpairs_float64_resolves():
+    # Eigenvalues from 1e-12 of the first down to the rounding floor (n·eps·λ₁) were dropped
+    # (zero variance, arbitrary directions), and "mle" saw a wrong spectrum.
+    X = _nearly_low_rank()
+    n = len(X)
+    ref = SkPCA(svd_solver="full").fit(X)
+    gram, covariance = PCA(solver="gram").fit(X), PCA(solver="covariance").fit(X)
+    floor = n * np.finfo(float).eps * ref.explained_variance_[0]
+    resolved = ref.explained_variance_ > 10 * floor
+    assert resolved.sum() > 8  # the noise's eigenvalues, not only the rank-8 signal
+    for pca in (gram, covariance):  # both within the rounding of λ₁
+        np.testing.assert_allclose(pca.explained_variance_[resolved],
+                                   ref.explained_variance_[resolved], rtol=1e-9, atol=floor)
+    W = gram.components_[resolved]
+    np.testing.assert_allclose(W @ W.T, np.eye(len(W)), atol=1e-12)
+    assert PCA("mle").fit(X).n_components_ == SkPCA("mle", svd_solver="full").fit(X).n_components_
+
+
+@pytest.mark.parametrize("solver", ["gram", "randomized"])
+def test_wide_solvers_convert_eigenpairs_down_to_the_rounding_floor(solver):
+    # Eigenvalues 1e-12 .. 5e-14 of the first: kept and converted (X_cᵀ u / sqrt(λ)), not
+    # replaced by zero-variance directions. Products through the n × d data are accurate to
+    # about d·n·eps·λ₁, so the randomized solver resolves them to that (tol at the floor).
+    rng = np.random.default_rng(1)
+    n, d = 24, 60
+    U = np.linalg.qr(rng.normal(size=(n, n)))[0]
+    U = np.linalg.qr(U - U.mean(axis=0))[0][:, :8]
+    V = np.linalg.qr(rng.normal(size=(d, 8)))[0]
+    sigma = np.sqrt([1, 0.5, 0.2, 1e-12, 5e-13, 2e-13, 1e-13, 5e-14]) * 1e3
+    X = (U * sigma) @ V.T + 7.0
+    ref = SkPCA(8, svd_solver="full").fit(X)
+    pca = PCA(8, solver=solver, tol=1e-12, random_state=0).fit(X)
+    assert pca.solver_ == solver
+    floor = d * n * np.finfo(float).eps * ref.explained_variance_[0]
+    np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, atol=floor)
+    assert np.all(pca.explained_variance_ > 0)
+    np.testing.assert_allclose(pca.components_ @ pca.components_.T, np.eye(8), atol=1e-12)
+    assert np.all(np.abs(np.sum(pca.components_ * ref.components_, axis=1)) > 0.99)
 
 
 def test_mle_needs_more_samples_than_features_and_the_whole_spectrum():

@@ -136,3 +136,32 @@ def test_unrefined_eigenvalues_never_exceed_the_exact_ones_in_partial_sums(sketc
         assert np.all(found <= np.cumsum(exact[:width]) * (1 + 1e-10))
         assert model.explained_variance_ratio_.sum() <= 1 + 1e-10
         assert np.all(np.diff(model.explained_variance_) <= 0)
+
+
+def test_fraction_beyond_the_sketch_keeps_only_found_directions_and_warns():
+    """A flat spectrum needs more directions than sketch_dim for 0.8 of the variance: the
+    found ones are kept, with a warning naming sketch_dim, not padded with zero-variance
+    directions up to min(n, d) (which gave 400 components, 200 of them without variance)."""
+    X = np.random.default_rng(0).normal(size=(120, 300))
+    with pytest.warns(UserWarning, match=r"sketch_dim=20 is too small") as caught:
+        model = PCA(0.8, solver="sketch", sketch_dim=20, random_state=0).fit(X)
+    reached = float(model.explained_variance_ratio_.sum())
+    assert f"explain {reached:.3g}" in str(caught[0].message)
+    assert reached <= 0.8
+    assert 1 <= model.n_components_ <= 20
+    assert np.all(model.explained_variance_ > 0)
+    np.testing.assert_allclose(model.components_ @ model.components_.T,
+                               np.eye(model.n_components_), atol=1e-10)
+    assert model.transform(X).shape == (120, model.n_components_)
+
+
+def test_fraction_within_the_sketch_keeps_the_fewest_found_components(low_rank):
+    """When the sketch's directions reach the fraction, the fewest of them that exceed it."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = PCA(0.5, solver="sketch", sketch_dim=100, random_state=0).fit(low_rank)
+    ratios = np.cumsum(model.explained_variance_ratio_)
+    assert ratios[-1] > 0.5
+    assert model.n_components_ == 1 or ratios[-2] <= 0.5
