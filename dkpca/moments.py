@@ -53,10 +53,10 @@ RAW_STRIP_ROWS = 8192
 #: are used: the centred covariance then keeps all but about two of its digits (relative
 #: rounding ``eps (1 + mean² / variance)``).
 RAW_RATIO = 100.0
-#: Rows that judge it (a temporary copy of this many rows is made).
+#: Rows that judge it.
 CHECK_ROWS = 64
-#: Strips whose rank-one corrections one GEMM applies (:func:`centred_statistics`): 8 is as fast
-#: as 64 and keeps the merge's temporaries (2 · 8 · d floats a thread) near scikit-learn's peak.
+#: Strips whose rank-one corrections two GEMMs apply (:func:`centred_statistics`): 8 is as fast
+#: as 64 and keeps the merge's temporaries (a few 8 × d arrays a thread) near scikit-learn's peak.
 PENDING_TERMS = 8
 
 
@@ -86,8 +86,10 @@ def available_cores() -> int:
 
 def _near_origin(rows: np.ndarray) -> bool:
     """Whether every column's squared mean is within :data:`RAW_RATIO` of its variance."""
+    # Moments around the origin need no temporary of the rows' size (rows.var makes two); where
+    # they cancel, the mean is far from the origin and the test fails as it should.
     mean = rows.mean(axis=0)
-    variance = rows.var(axis=0)
+    variance = np.einsum("ij,ij->j", rows, rows) / len(rows) - mean * mean
     return bool(np.all(mean * mean <= RAW_RATIO * variance))
 
 
@@ -106,7 +108,7 @@ def centred_statistics(X: np.ndarray, threads: int | None = None) -> RowStatisti
 
     In-memory arrays are split into one contiguous part per thread; the threads add their strips' cross-products into one shared
     scatter (under a lock) and the strips' rank-one merge terms, gathered by
-    :data:`PENDING_TERMS`, by one GEMM each time.
+    :data:`PENDING_TERMS`, by two GEMMs each time.
 
     Parameters
     ----------
@@ -166,7 +168,7 @@ class _StripMerger:
     ``P = Σ (x - s)(x - s)ᵀ``, ``o = t / r``) into ``N`` rows with mean ``m`` adds
     ``P - r o oᵀ + (N r / (N + r)) δ δᵀ`` to the scatter, ``δ = m_s - m``. ``P`` goes into the
     (possibly shared) scatter at once; the strips' counts, means and offsets wait,
-    :data:`PENDING_TERMS` at a time, for a few vector operations and one GEMM (per strip, a
+    :data:`PENDING_TERMS` at a time, for a few vector operations and two GEMMs (per strip, a
     ``d × d`` rank-one update would cost a pass over the scatter, and the small operations
     of a merge as much time as a narrow strip's product).
     """
@@ -199,7 +201,7 @@ class _StripMerger:
             self.flush()
 
     def flush(self) -> None:
-        """Merge the pending strips in order: their means, then one GEMM on the scatter.
+        """Merge the pending strips in order: their means, then two GEMMs on the scatter.
 
         The running means before each strip come from cumulative sums of ``r (m_s - ref)``
         around the first mean ``ref`` (differences of the size of the data's spread), and the
@@ -227,11 +229,11 @@ class _StripMerger:
         minus = self.offsets[:k] * np.sqrt(counts)[:, None]
         self.mean = reference + (sums[-1] + previous[0]) / totals[-1]
         self.count = int(totals[-1])
-        U = np.vstack([plus, minus]).T
-        V = np.vstack([plus, -minus]).T
-        gemm = scipy.linalg.get_blas_funcs("gemm", (U,))
-        with self.lock:  # the transpose is Fortran-ordered: updated in place (U Vᵀ symmetric)
-            gemm(1.0, V, U, beta=1.0, c=self.scatter.T, trans_b=1, overwrite_c=1)
+        gemm = scipy.linalg.get_blas_funcs("gemm", (plus,))
+        with self.lock:  # the transpose is Fortran-ordered: updated in place (both symmetric)
+            for sign, terms in ((1.0, plus), (-1.0, minus)):  # no stacked copy of the terms
+                gemm(sign, terms.T, terms.T, beta=1.0, c=self.scatter.T, trans_b=1,
+                     overwrite_c=1)
 
     def result(self) -> RowStatistics:
         """Return the statistics of every row merged."""
