@@ -589,3 +589,86 @@ def test_kernel_pca_uses_a_subclassed_kernel():
     want = KernelPCA(3, kernel=RBF(gamma=0.2), solver="exact").fit(X)
     assert type(got.kernel_) is type(kernel)
     np.testing.assert_allclose(got.eigenvalues_, 2 * want.eigenvalues_, rtol=1e-10)
+
+
+def _far_float64(n, d, offset, seed):
+    """Unit-spread float64 rows around ``offset``, and the same rows less the offset (exactly:
+    every entry is within a factor 2 of ``offset``, so the subtraction does not round)."""
+    X = offset + np.random.default_rng(seed).normal(size=(n, d))
+    return X, X - offset
+
+
+def _rbf_reference(X, Y, gamma):
+    """``exp(-gamma ||x - y||²)`` from explicit differences (no norm expansion)."""
+    return np.exp(-gamma * ((X[:, None, :] - Y[None, :, :]) ** 2).sum(axis=2))
+
+
+@pytest.mark.parametrize("offset", [1e5, 1e6])
+def test_rbf_float64_far_from_the_origin_equals_a_centred_reference(offset):
+    # The expansion |x|² - 2<x, y> + |y|² about the origin keeps ~1e-16 of |x|² ~ d offset²:
+    # ~1e-5 absolute error at 1e6. Moved to a common centre, every pairing of blocks gives the
+    # same function to float64 rounding.
+    X, Xc = _far_float64(40, 50, offset, 0)
+    Y, Yc = _far_float64(30, 50, offset, 1)
+    kernel = RBF(sigma2=500.0)
+    gamma = kernel.gamma
+    for (A, Ac), (B, Bc) in [
+        ((X, Xc), (X, Xc)),
+        ((X, Xc), (Y, Yc)),
+        ((Y, Yc), (X, Xc)),
+        ((X[:7], Xc[:7]), (Y[3:5], Yc[3:5])),
+        ((X[4:5], Xc[4:5]), (X[4:5], Xc[4:5])),
+    ]:
+        expected = _rbf_reference(Ac, Bc, gamma)
+        np.testing.assert_allclose(kernel.pairwise(A, B), expected, rtol=1e-9, atol=0)
+        K, c = kernel.pairwise_offset(A, B)
+        np.testing.assert_allclose(K + c, expected, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(kernel.pairwise(X), _rbf_reference(Xc, Xc, gamma), rtol=1e-9)
+
+
+def test_rbf_float64_near_the_origin_is_not_moved():
+    # Data near the origin cost no copies: the blocks go to the product as given.
+    from dkpca.kernels._dot import _moved_to_common_centre
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(20, 5)) + 1.0, rng.normal(size=(10, 5))
+    moved_X, moved_Y, _, _ = _moved_to_common_centre(X, Y)
+    assert moved_X is X and moved_Y is Y
+    far_X, _, x_norms, _ = _moved_to_common_centre(X + 1e6, Y + 1e6)
+    assert np.abs(far_X.mean(axis=0)).max() < 10  # moved near the origin
+    np.testing.assert_allclose(x_norms, (far_X**2).sum(axis=1))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "reference"),
+    [
+        (Linear(), linear_kernel),
+        (Polynomial(degree=2, gamma=1e-6, coef0=1.0), lambda X, Y: polynomial_kernel(
+            X, Y, degree=2, gamma=1e-6, coef0=1.0)),
+        (Sigmoid(gamma=1e-7, coef0=0.0), lambda X, Y: sigmoid_kernel(X, Y, gamma=1e-7, coef0=0.0)),
+        (Cosine(), cosine_similarity),
+    ],
+    ids=lambda c: repr(c)[:12],
+)
+def test_origin_dependent_kernels_are_not_moved(kernel, reference):
+    # These kernels depend on the origin by definition: far data are taken as they are.
+    X, _ = _far_float64(20, 5, 1e3, 0)
+    Y, _ = _far_float64(10, 5, 1e3, 1)
+    np.testing.assert_allclose(kernel.pairwise(X, Y), reference(X, Y), rtol=1e-12)
+
+
+def test_rbf_kernel_pca_far_from_the_origin_equals_sklearn_on_centred_data():
+    from sklearn.decomposition import KernelPCA as SklearnKernelPCA
+
+    import dkpca
+
+    X, Xc = _far_float64(40, 50, 1e6, 0)
+    kp = dkpca.KernelPCA(2, kernel="rbf", sigma2=500.0).fit(X)
+    reference = SklearnKernelPCA(2, kernel="rbf", gamma=1 / 1000.0, eigen_solver="dense")
+    expected = reference.fit_transform(Xc)
+    training = np.asarray(kp.eigenvectors_) * np.sqrt(kp.eigenvalues_)
+    for scores in (np.asarray(kp.transform(X)), training):
+        signs = np.sign((scores * expected).sum(axis=0))
+        np.testing.assert_allclose(scores * signs, expected, atol=1e-9 * np.abs(expected).max())
+    # The model's own training data are recognised as such.
+    assert dkpca.loo_projections(kp, X).shape == (40, 2)

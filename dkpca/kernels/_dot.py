@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,33 +25,71 @@ from ._base import (
     register_kernel,
 )
 
+# A float64 block pair is moved when the common centre's squared norm exceeds this many times
+# the blocks' mean squared distance to it. The expansion rounds ``r²`` with an absolute error of
+# ~eps (|x|² + |y|²) ~ 2 eps (|c|² + s), s that mean squared distance, while a typical ``r²`` is
+# ~2 s: a relative error of ~eps (1 + |c|² / s). Below the ratio that is under ~17 eps (about
+# one digit, as near the origin); above it the lost digits grow as log10(|c|² / s), 12 of 16 at
+# an offset of 1e6 on unit-spread data, so the move (two O((n + m) d) passes) pays for itself.
+_FLOAT64_MOVE_RATIO = 16.0
 
-def _moved_to_common_centre(X: Block, Y: Block) -> tuple[Block, Block]:
-    """Move two dense float32 blocks by one common point near both (other blocks: as given).
+
+def _moved_to_common_centre(X: Block, Y: Block) -> tuple[Block, Block, Any, Any]:
+    """Move two dense blocks by one common point near both; return them and their squared norms.
 
     The point is the mean of the two blocks' means (summed in float64), so it is the same
     whichever block comes first, and ``X`` alone (``Y is X``) is moved by its own mean. A
-    translation-invariant kernel is unchanged by the move, while its float32 distance
-    expansion ``||x||² - 2<x, y> + ||y||²`` then sees norms of the data's spread instead of
-    its offset. Costs ``O((n + m) d)`` beside the ``O(n m d)`` product.
+    translation-invariant kernel is unchanged by the move, while its distance expansion
+    ``||x||² - 2<x, y> + ||y||²`` then sees norms of the data's spread instead of its offset.
+    Costs ``O((n + m) d)`` beside the ``O(n m d)`` product.
 
-    Maintenance note: the point needs no float64 accuracy, only to be the *same* for both
-    blocks, so it is rounded to float32 and subtracted in float32 (no float64 copies); the
-    rounding of ``x - c`` is then relative to the spread. A feature whose mean is not finite
-    (NaN or inf data) is not moved, so a bad row spoils only its own row and column. Sparse
-    blocks stay as they are (moving them would densify them; sparse data sit near 0), and so
-    do float64 blocks, whose expansion keeps ~1e-16 of the offset's squared norm, as
-    scikit-learn's does.
+    Float32 blocks are always moved. Float64 numpy blocks are moved only when the point's
+    squared norm is more than ``_FLOAT64_MOVE_RATIO`` times the blocks' mean squared distance
+    to it, so that data near the origin cost two column sums and no copies; the test reuses
+    the squared norms, which are returned for the product either way. Float64 blocks of other
+    array modules (CuPy) are always moved, as the test would make the device wait for the host.
+
+    Maintenance note: the point needs no extra accuracy, only to be the *same* for both
+    blocks, so for float32 it is rounded to float32 and subtracted in float32 (no float64
+    copies); the rounding of ``x - c`` is then relative to the spread. The mean squared
+    distance is ``(mean ||x||² + mean ||y||²) / 2 - ||c||²``: it cancels only where ``||c||²``
+    dominates, which is where the move is taken anyway, and a NaN in it also leads to the
+    move. A feature whose mean is not finite (NaN or inf data) is not moved, so a bad row
+    spoils only its own row and column. Sparse blocks stay as they are (moving them would
+    densify them; sparse data sit near 0).
     """
     xp = array_module(X, Y)
-    if sp.issparse(X) or sp.issparse(Y) or X.dtype != xp.float32:
-        return X, Y
+    sparse = sp.issparse(X) or sp.issparse(Y)
+    if not sparse and X.dtype == xp.float64 and xp is np:
+        x_norms = _squared_norms(X)
+        y_norms = x_norms if Y is X else _squared_norms(Y)
+        centre = _common_centre(xp, X, Y)
+        mean_squares = (
+            float(x_norms.sum()) / max(1, X.shape[0]) + float(y_norms.sum()) / max(1, Y.shape[0])
+        ) / 2
+        squared_centre = float(centre @ centre)
+        # spread = mean_squares - squared_centre; keep the blocks while
+        # squared_centre <= ratio * spread, written without the subtraction.
+        if (1 + _FLOAT64_MOVE_RATIO) * squared_centre <= _FLOAT64_MOVE_RATIO * mean_squares:
+            return X, Y, x_norms, y_norms
+    elif not sparse and X.dtype == xp.float32:
+        centre = astype(_common_centre(xp, X, Y), xp.float32)
+    elif not sparse and X.dtype == xp.float64:
+        centre = _common_centre(xp, X, Y)
+    else:
+        return X, Y, _squared_norms(X), _squared_norms(Y)
+    moved = X - centre
+    other = moved if Y is X else Y - centre
+    norms = _squared_norms(moved)
+    return moved, other, norms, norms if Y is X else _squared_norms(other)
+
+
+def _common_centre(xp: Any, X: Block, Y: Block) -> Any:
+    """Return the float64 mean of the two blocks' means, with non-finite features set to 0."""
     centre = xp.sum(X, axis=0, dtype=xp.float64) / max(1, X.shape[0])
     if Y is not X:
         centre = (centre + xp.sum(Y, axis=0, dtype=xp.float64) / max(1, Y.shape[0])) / 2
-    centre = astype(xp.where(xp.isfinite(centre), centre, 0.0), xp.float32)
-    moved = X - centre
-    return moved, moved if Y is X else Y - centre
+    return xp.where(xp.isfinite(centre), centre, 0.0)
 
 
 @register_kernel
@@ -69,10 +108,13 @@ class RBF(ExponentialKernel):
     Notes
     -----
     Squared distances come from the GEMM expansion ``||x||² - 2<x, y> + ||y||²``, which loses
-    digits when the norms are large compared with the distances. Float32 blocks are therefore
-    first moved by a common point (the mean of the two blocks' means; the kernel is
-    translation invariant), so the float32 GEMM keeps ~1e-6 accuracy for data far from the
-    origin. Float64 blocks are expanded about the origin, as in scikit-learn.
+    digits when the norms are large compared with the distances. Blocks are therefore first
+    moved by a common point (the mean of the two blocks' means; the kernel is translation
+    invariant): float32 blocks always, so the float32 GEMM keeps ~1e-6 accuracy for data far
+    from the origin, and float64 blocks when that point's squared norm exceeds 16 times the
+    blocks' mean squared distance to it, so float64 keeps ~1e-15 relative accuracy of typical
+    distances at any offset (scikit-learn expands about the origin and keeps ~1e-16 of the
+    offset's squared norm instead). Data near the origin are not copied.
 
     Examples
     --------
@@ -120,13 +162,11 @@ class RBF(ExponentialKernel):
         return _with_gamma(self, n_features)
 
     def _exponent(self, X: Block, Y: Block | None) -> np.ndarray:
-        X, Y = _moved_to_common_centre(*_as_blocks(X, Y))
+        X, Y, x_norms, y_norms = _moved_to_common_centre(*_as_blocks(X, Y))
         g = _resolve_gamma(self.gamma, X.shape[1])
         # -g (|x|² - 2<x,y> + |y|²) as one product; distances are >= 0 up to rounding, so the
         # exponent is at most a few ulps above 0 and no clipping pass is needed.
-        return _affine_product(
-            X, Y, 2.0 * g, [-g * _squared_norms(X), 1.0], [1.0, -g * _squared_norms(Y)]
-        )
+        return _affine_product(X, Y, 2.0 * g, [-g * x_norms, 1.0], [1.0, -g * y_norms])
 
 
 @register_kernel
