@@ -60,6 +60,19 @@ def _linear_preimage(weights: np.ndarray, B: np.ndarray) -> np.ndarray:
     return (weights @ B) / safe
 
 
+def _restart(weights: np.ndarray, B: np.ndarray, from_linear: bool) -> np.ndarray:
+    """Where a point whose denominator vanished starts again.
+
+    The linear pre-image ``Σ γ_i b_i / Σ γ_i``, unless the iteration already started there
+    (``from_linear``: no start given), in which case the basis point of largest weight
+    ``γ_i``: ``k(z, b_i) = 1`` there, so the denominator is at least that weight.
+    """
+    if not from_linear:
+        return _linear_preimage(weights, B)
+    xp = array_module(weights, B)
+    return xp.take(B, xp.argmax(weights, axis=1), axis=0)
+
+
 def _within(rows: Any, selected: Any) -> Any:
     """Return the mask of the points ``selected`` among those of the mask ``rows``."""
     xp = array_module(rows)
@@ -99,10 +112,10 @@ def _fixed_point_block(
         denominator = xp.sum(W, axis=1)
         vanished = xp.abs(denominator) <= DENOMINATOR_FLOOR * xp.sum(xp.abs(W), axis=1)
         vanished |= ~xp.isfinite(denominator)
-        if bool(xp.any(vanished)):  # restart once from the linear pre-image, then give up
+        if bool(xp.any(vanished)):  # restart once (see _restart), then give up
             before = restarted[rows]
             again = _within(rows, vanished & ~before)
-            z[again] = _linear_preimage(weights[again], B)
+            z[again] = _restart(weights[again], B, start is None)
             restarted |= again
             active = active & ~_within(rows, vanished & before)
         ok = ~vanished

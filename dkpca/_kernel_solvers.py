@@ -203,12 +203,15 @@ def _check_input_space(options: SolverOptions, kernel: Kernel, owner: str) -> No
 def _given_landmarks(options: SolverOptions, X: da.Array, owner: str) -> np.ndarray | None:
     """Return the Nyström options' landmarks as an ``(m, d)`` array in ``X``'s dtype, checked.
 
-    ``None`` if none were given.
+    ``None`` if none were given. The array is the model's own copy: changing the caller's
+    array later cannot change ``transform`` or a continuing ``partial_fit``.
     """
     given = options.landmarks if isinstance(options, Nystrom) else None
     if given is None:
         return None
-    landmarks = as_landmarks(given, X.dtype)
+    landmarks = as_landmarks(given, X.dtype)  # sparse: astype copies
+    if not scipy.sparse.issparse(landmarks) and np.may_share_memory(landmarks, given):
+        landmarks = landmarks.copy()
     if landmarks.ndim != 2 or landmarks.shape[1] != X.shape[1] or landmarks.shape[0] < 1:
         raise ValueError(
             f"{owner}: landmarks must be an (m, {X.shape[1]}) array of points in X's space, "

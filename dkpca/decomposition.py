@@ -20,6 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 import psutil
+import scipy.sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from ._device import array_module, is_device_array, to_host
@@ -71,7 +72,7 @@ from .options import (
     solver_options,
 )
 from .preimage import PreimageMixin
-from .solvers import ComponentRule
+from .solvers import ComponentRule, as_landmarks
 
 __all__ = ["PCA", "KernelPCA"]
 
@@ -512,11 +513,25 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         should hold at least ``n_landmarks`` rows and represent the data; see the guide on
         how much that choice costs). Each call then adds the batch's statistics of
         ``k(x, L)`` (:attr:`row_statistics_`), and the model equals :meth:`fit` with the same
-        landmarks on all the rows seen, to rounding (about 1e-13 for float64 data; float32 data
-        chunked otherwise than the fit's rounds its kernel strips otherwise, about 1e-9). A model fitted by
-        :meth:`fit` with these solvers, or loaded with :func:`dkpca.load`, continues from
-        its rows. ``transform`` works between calls; ``eigenvectors_`` is not kept (the rows
-        are not). Each call costs one pass over the batch (``O(r m d + r m²)``) and an
+        landmarks on all the rows seen, to rounding: about 1e-13 for float64 data. float32
+        data is evaluated in float32 kernel strips (summed in float64), which round otherwise
+        when the rows are batched or chunked otherwise; the difference is then a float32
+        fit's own error against float64: eigenvalues within about 1e-6 of the largest (each
+        within about 1e-5 of itself), scores within a few 1e-5 of their largest. A model
+        fitted by :meth:`fit` with these solvers, or loaded with :func:`dkpca.load`, continues
+        from its rows.
+
+        Once started, the kernel (``kernel``, ``gamma``, ``sigma2``, ``degree``, ``coef0``,
+        ``kernel_params``), the solver and the landmarks (``landmarks``, ``n_landmarks``) are
+        those of the statistics: a later call with other values raises ``ValueError``
+        (call :meth:`fit`, or start a new model). The options that choose the landmarks
+        (``sampling``, ``selection``, ``entropy_gamma``, ``tol``, ``max_iter``,
+        ``random_state``) act on the first call only. ``n_components``,
+        ``min_relative_eigenvalue``, ``remove_zero_eig`` and the pre-image parameters apply
+        anew at every call: the statistics hold all that the components need.
+
+        ``transform`` works between calls; ``eigenvectors_`` is not kept (the rows are not).
+        Each call costs one pass over the batch (``O(r m d + r m²)``) and an
         ``m × m`` eigenproblem; a dask array or Zarr path is read chunk by chunk.
 
         Parameters
@@ -536,8 +551,9 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
             need every row at once), the Nyström eigen-extension or a precomputed kernel;
             the message says which solvers have it.
         ValueError
-            A model without statistics, or a batch with another number of features. A call
-            that raises leaves the model as it was before the call.
+            A model without statistics, a batch with another number of features, or
+            parameters that changed the kernel, the solver or the landmarks since the first
+            call. A call that raises leaves the model as it was before the call.
 
         Examples
         --------
@@ -571,6 +587,7 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
                     f"by solver={self.solver_!r} other than the Nyström feature map, or saved "
                     f"in model format 2); fit it again with solver='nystrom' or 'fixed_size', "
                     f"or start a new model with partial_fit.")
+            self._check_continues(kernel)
         else:
             check_samples(Xd, "KernelPCA")
             kernel, n_seen = self._resolve_kernel(Xd.shape[1]), 0
@@ -583,6 +600,48 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
             previous=self.row_statistics_ if fitted else None,
             random_state=self.random_state, block_bytes=block_bytes, owner="KernelPCA")
         self._set_fitted(run, kernel, solver, Xd.shape[1])
+
+    def _check_continues(self, kernel: Kernel) -> None:
+        """Refuse parameters that no longer give the fitted kernel, solver or landmarks.
+
+        The row statistics are sums of ``kernel_(x, landmarks_)`` and the fit is the
+        ``solver_``'s: a batch fitted otherwise would be merged into them as if it were not
+        (scikit-learn's ``IncrementalPCA`` refuses a changed ``n_components`` the same way).
+        """
+        fix = ("; call fit() to start again with the new parameters, or start a new model "
+               "with partial_fit (set_params back to continue this one).")
+        resolved = self._resolve_kernel(self.n_features_in_)
+        if resolved != kernel:
+            raise ValueError(
+                f"KernelPCA: partial_fit continues a fit with kernel_={kernel!r}, but the "
+                f"parameters (kernel, gamma, sigma2, degree, coef0, kernel_params) now give "
+                f"{resolved!r}; the row statistics hold the fitted kernel's values{fix}")
+        solver = solver_name(self.solver)
+        if solver != self.solver_:
+            raise ValueError(
+                f"KernelPCA: partial_fit continues a fit by solver_={self.solver_!r}, but "
+                f"solver={self.solver!r} now names {solver!r}{fix}")
+        options = solver_options(self.solver, solver)
+        fitted = self.basis_.basis
+        given = getattr(options, "landmarks", None)
+        if given is not None:
+            if isinstance(fitted, da.Array):  # a model loaded lazily: m x d, small
+                (fitted,) = dask.compute(fitted)
+            landmarks = as_landmarks(given, fitted.dtype)
+            if scipy.sparse.issparse(landmarks) or scipy.sparse.issparse(fitted):
+                same = landmarks.shape == fitted.shape and (
+                    scipy.sparse.csr_matrix(landmarks) != scipy.sparse.csr_matrix(fitted)).nnz == 0
+            else:
+                same = np.array_equal(landmarks, fitted)
+            if not same:
+                raise ValueError(
+                    f"KernelPCA: partial_fit continues a fit on its landmarks_ "
+                    f"{fitted.shape}, but solver={type(options).__name__}(landmarks=...) now "
+                    f"gives other points {landmarks.shape}{fix}")
+        elif options.n_landmarks is not None and options.n_landmarks != fitted.shape[0]:
+            raise ValueError(
+                f"KernelPCA: partial_fit continues a fit on {fitted.shape[0]} landmarks, but "
+                f"solver={self.solver!r} now asks for n_landmarks={options.n_landmarks}{fix}")
 
     def _set_fitted(self, run: SolverRun, kernel: Kernel, solver: str, d: int) -> None:
         """Set the fitted attributes from a solver run (``fit`` or ``partial_fit``)."""

@@ -8,7 +8,8 @@ scores ``β`` as ``P φ(x) = Σ_i γ_i φ(b_i)`` over the basis points ``b_i``, 
   ``||φ(z) - P φ(x)||²`` by iterating ``z ← Σ γ_i k(z, b_i) b_i / Σ γ_i k(z, b_i)`` from a start
   (the noisy point itself when denoising), vectorised over a block of points, blockwise over
   dask chunks. A vanishing denominator restarts the point once from the linear pre-image
-  ``Σ γ_i b_i / Σ γ_i``; points still failing, or not converged after ``max_iter``, are kept at
+  ``Σ γ_i b_i / Σ γ_i`` (from the basis point of largest ``γ_i`` when the iteration started at
+  the linear pre-image); points still failing, or not converged after ``max_iter``, are kept at
   their last iterate, and counted once for the whole computation: a warning when the result is
   computed here (in-memory input), the summary line of ``dkpca denoise``; lazy results leave
   the count to ``_denoise_counted``.
@@ -38,6 +39,7 @@ from dkpca._fixed_point import (
     fixed_point_preimage,
     unconverged_message,
 )
+from dkpca._validation import Interval, validate_params
 from dkpca.blocked import compute, kernel_product
 from dkpca.io import is_sparse
 from dkpca.kernels import RBF, Kernel
@@ -52,6 +54,12 @@ MAX_LEARNED_SAMPLES = 5000
 
 #: Solvers whose basis is the training data itself, row for row (the others keep landmarks).
 TRAINING_BASIS_SOLVERS = ("exact", "randomized", "sketch")
+
+#: Of those, the solvers whose ``eigenvectors_ * sqrt(eigenvalues_)`` are not the scores
+#: ``transform`` gives the training rows: the sketch's eigenvectors are those of the sketched
+#: kernel (14 % of the largest score apart with ``Sketch(dim=20)``), so the learned pre-image
+#: would be trained on scores it is never asked to invert; its rows are projected instead.
+PROJECTED_SOLVERS = ("sketch",)
 
 
 class LearnedPreimage:
@@ -79,11 +87,16 @@ class LearnedPreimage:
 
         Raises
         ------
+        ValueError
+            ``alpha`` is not a real number above 0 (as ``KernelPCA``'s ``alpha``).
         numpy.linalg.LinAlgError
             ``k(T, T) + α I`` is singular or not positive definite: a kernel that is not
             positive semi-definite (sigmoid) or ``alpha`` too small for rounding. The message
             says which, and how large ``alpha`` must be.
         """
+        validate_params({"alpha": self.alpha},
+                        {"alpha": [Interval("real", 0, None, closed="neither")]},
+                        "LearnedPreimage")
         T = np.asarray(scores, dtype=np.float64)
         K = self.kernel.pairwise(T).astype(np.float64)
         K.flat[:: T.shape[0] + 1] += self.alpha
@@ -99,15 +112,19 @@ class LearnedPreimage:
     def _singular_message(self, T: np.ndarray, error: Exception) -> str:
         """Say why ``k(T, T) + α I`` could not be solved, and which ``alpha`` would do."""
         # Only on failure: one more r × r eigenproblem (its lowest eigenvalue) is affordable.
-        lowest = float(scipy.linalg.eigh(self.kernel.pairwise(T).astype(np.float64),
-                                         eigvals_only=True, subset_by_index=[0, 0])[0])
-        if lowest + self.alpha <= 0:
+        K = self.kernel.pairwise(T).astype(np.float64)
+        lowest = float(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0])[0])
+        # An eigenvalue this close to 0 is rounding, not indefiniteness: eigh's backward
+        # error is about n eps ||K|| (a PSD kernel with repeated rows gives -1e-15).
+        rounding = len(T) * np.finfo(np.float64).eps * float(np.abs(K).max(initial=0.0))
+        if lowest + self.alpha <= 0 and lowest < -rounding:
             cause = (f"the kernel {self.kernel!r} is not positive semi-definite on the "
                      f"training scores (lowest eigenvalue {lowest:.3g}); raise alpha above "
                      f"{-lowest:.3g}, or use a positive semi-definite kernel")
         else:
             cause = (f"alpha={self.alpha!r} is too small against rounding in k(T, T) "
-                     f"(lowest eigenvalue {lowest:.3g}); raise alpha")
+                     f"(lowest eigenvalue {lowest:.3g}, within rounding of 0: "
+                     f"{rounding:.3g}); raise alpha well above {max(rounding, -lowest):.3g}")
         return (f"the learned pre-image's ridge system k(T, T) + alpha*I ({len(T)} x {len(T)}) "
                 f"is singular or not positive definite with alpha={self.alpha!r}: {cause} "
                 f"(scipy: {error})")
@@ -130,9 +147,10 @@ def learned_training_set(
     ``training_basis`` says whether the basis points *are* the training rows, in order (exact,
     randomized and sketch solvers): then they are uniformly subsampled to
     :data:`MAX_LEARNED_SAMPLES` (an ``r × r`` solve) and paired with their scores from the fit
-    (``training_scores``), so no kernel block is evaluated again. Otherwise (landmarks,
-    k-means centroids, ICF pivots: points of their own, in their own order, however many
-    there are) the basis points are projected.
+    (``training_scores``), so no kernel block is evaluated again, or, when
+    ``training_scores`` is ``None`` (:data:`PROJECTED_SOLVERS`), projected. Otherwise
+    (landmarks, k-means centroids, ICF pivots: points of their own, in their own order,
+    however many there are) the basis points are projected.
 
     Examples
     --------
@@ -151,16 +169,19 @@ def learned_training_set(
         points = _dense(points)
         (scores,) = compute(basis.transform(da.from_array(points, chunks=(len(points), -1))))
     else:
-        if training_scores is None or len(training_scores) != B.shape[0]:
+        if training_scores is not None and len(training_scores) != B.shape[0]:
             raise ValueError(  # an internal inconsistency, not the user's
                 "the learned pre-image pairs the training rows with their scores; got "
-                f"{B.shape[0]} rows and "
-                f"{'no' if training_scores is None else len(training_scores)} scores")
+                f"{B.shape[0]} rows and {len(training_scores)} scores")
         rows = slice(None)
         if B.shape[0] > MAX_LEARNED_SAMPLES:
             rows = np.sort(rng.choice(B.shape[0], MAX_LEARNED_SAMPLES, replace=False))
-        points, scores = B[rows], training_scores[rows]
-        points, scores = compute(points, scores)  # a no-op for numpy
+        if training_scores is None:  # the rows' scores as transform gives them
+            (points,) = compute(B[rows])
+            points = _dense(points)
+            (scores,) = compute(basis.transform(da.from_array(points, chunks=(len(points), -1))))
+        else:
+            points, scores = compute(B[rows], training_scores[rows])  # a no-op for numpy
     return np.asarray(_dense(points), dtype=np.float64), np.asarray(scores, dtype=np.float64)
 
 
@@ -195,7 +216,8 @@ class PreimageMixin:
         # of their own, projected; after partial_fit no training rows are kept, and a landmark
         # basis needs none.
         training_basis = self.solver_ in TRAINING_BASIS_SOLVERS
-        vectors = getattr(self, "eigenvectors_", None) if training_basis else None
+        paired = training_basis and self.solver_ not in PROJECTED_SOLVERS
+        vectors = getattr(self, "eigenvectors_", None) if paired else None
         training_scores = None if vectors is None else vectors * np.sqrt(self.eigenvalues_)
         points, scores = learned_training_set(self.basis_, training_scores, rng,
                                               training_basis=training_basis)

@@ -338,3 +338,55 @@ def test_fixed_point_preimage_checked_input_gives_the_same_points(small_rbf_mode
     got = fixed_point_preimage(kp.basis_, scores.tolist(), X[:5].tolist())
     np.testing.assert_allclose(got.points, want.points, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(got.converged, want.converged)
+
+
+@pytest.mark.parametrize("solver", ["exact", Sketch(dim=20)], ids=solver_name)
+def test_learned_preimage_regresses_on_the_scores_transform_gives(solver):
+    # The sketch's eigenvectors_ * sqrt(eigenvalues_) are not transform's scores (14 % of
+    # the largest apart): trained on them, the pre-image made denoising worse than none.
+    X, _, _ = make_semicircles(600, random_state=0)
+    test, clean, _ = make_semicircles(300, random_state=1)
+    kp = KernelPCA(8, sigma2=2.0, solver=solver, random_state=0, fit_inverse_transform=True,
+                   alpha=0.01).fit(X)
+    scores = kp.transform(X)
+    np.testing.assert_allclose(kp.X_transformed_fit_, scores, rtol=0,
+                               atol=1e-9 * np.abs(scores).max())
+    assert _mse(kp.denoise(test), clean) < _mse(test, clean)
+
+
+def test_learned_preimage_tells_rounding_from_an_indefinite_kernel():
+    from dkpca.kernels import RBF
+    from dkpca.preimage import LearnedPreimage
+
+    # Repeated rows: k(T, T) is singular, its lowest eigenvalue rounding below 0 (-1e-15).
+    T = np.repeat(np.random.default_rng(0).normal(size=(5, 2)), 3, axis=0)
+    lowest = np.linalg.eigvalsh(RBF(gamma=1.0).pairwise(T))[0]
+    assert -1e-13 < lowest < 1e-13
+    with pytest.raises(np.linalg.LinAlgError, match="too small against rounding") as err:
+        LearnedPreimage(RBF(gamma=1.0), alpha=1e-18).fit(T, T)
+    assert "not positive semi-definite" not in str(err.value)
+    for alpha in (0.0, -1.0):
+        with pytest.raises(ValueError, match=rf"LearnedPreimage: invalid alpha={alpha}"):
+            LearnedPreimage(RBF(gamma=1.0), alpha=alpha).fit(T, T)
+
+
+def test_a_vanishing_denominator_at_the_linear_preimage_restarts_elsewhere():
+    # Without a start the iteration begins at the linear pre-image: restarting there again
+    # left 4 of these 5 points unconverged. The best pre-image from any training point is
+    # the reference for where they end.
+    X = np.random.default_rng(0).normal(size=(150, 3))
+    kp = KernelPCA(4, gamma=0.5, solver="exact").fit(X)
+    scores = 50 * kp.transform(X[:5])
+    result = fixed_point_preimage(kp.basis_, scores)
+    assert result.converged.all()
+    starts = X[::5]
+    tried = fixed_point_preimage(kp.basis_, np.repeat(scores, len(starts), axis=0),
+                                 np.tile(starts, (len(scores), 1)))
+
+    def objective(points, scores):  # ||φ(z) - P φ||² less the constant ||P φ||²
+        weights = _weights(kp.basis_, scores)
+        return 1 - 2 * (weights * kp.kernel_.pairwise(points, X)).sum(axis=1)
+
+    best = objective(tried.points, np.repeat(scores, len(starts), axis=0)).reshape(5, -1)
+    np.testing.assert_allclose(objective(result.points, scores), best.min(axis=1),
+                               rtol=1e-6)
