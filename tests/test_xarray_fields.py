@@ -451,3 +451,91 @@ def test_weights_dict_keys_must_name_variables(field):
     with pytest.raises(ValueError, match=r"keys \['sst'\]\) but the DataArray has no name.*"
                                          r"field.rename\('sst'\)"):
         FieldModel(dkpca.PCA(2), "time", weights={"sst": "coslat"}).fit(field.rename(None))
+
+
+# ------------------------------------------------------- refused fits, alignment, messages
+
+def test_a_refused_refit_leaves_the_model_as_it_was(field):
+    """A refit refused by the estimator (too many modes) left the new layout beside the old
+    estimator: transform then scaled by the new standard deviations."""
+    model = FieldModel(dkpca.PCA(6), "time", standardize=True).fit(field)
+    layout, estimator, scores = model.layout_, model.model_, model.scores_
+    with pytest.raises(ValueError, match="n_components"):
+        model.fit(field.isel(time=slice(0, 5)))
+    assert model.layout_ is layout and model.model_ is estimator and model.scores_ is scores
+    fresh = FieldModel(dkpca.PCA(6), "time", standardize=True).fit(field)
+    xr.testing.assert_identical(model.transform(field), fresh.transform(field))
+
+
+def test_a_list_is_joined_by_sample_coordinates():
+    """A list's variables were joined by position: slp a month ahead of sst was accepted."""
+    rng = np.random.default_rng(0)
+    sst = xr.DataArray(rng.normal(size=(30, 3)), dims=("time", "x"), name="sst",
+                       coords={"time": np.arange(30)})
+    slp = xr.DataArray(rng.normal(size=(30, 2)), dims=("time", "y"), name="slp",
+                       coords={"time": np.arange(1, 31)})
+    with pytest.raises(ValueError, match=r"'slp' has other samples than the first variable, "
+                                         r"'sst': along 'time', 'sst' has \[0, 1, 2, 3, 4\] "
+                                         r"and 'slp' \[1, 2, 3, 4, 5\]"):
+        FieldModel(dkpca.PCA(2), "time").fit([sst, slp])
+    with pytest.raises(ValueError, match=r"'time'.*only in 'sst': \[0, 1\]; only in 'slp': "
+                                         r"\[30\]"):
+        FieldModel(dkpca.PCA(2), "time").fit([sst, slp.isel(time=slice(1, None))])
+    aligned = slp.assign_coords(time=sst.time)
+    model = FieldModel(dkpca.PCA(2), "time").fit([sst, aligned])
+    with pytest.raises(ValueError, match=r"'slp' has other samples.*along 'time'"):
+        model.transform([sst, slp])
+    with pytest.raises(ValueError, match=r"'sst' has 30 samples, 'slp' 29"):
+        model.transform([sst.drop_vars("time"), aligned.isel(time=slice(1, None))])
+    xr.testing.assert_identical(model.transform([sst, aligned]), model.scores_)
+
+
+def test_lazy_transform_errors_name_the_coordinates(field):
+    """Chunked data said "1 samples of this block" where numpy data name the coordinates."""
+    model = FieldModel(dkpca.PCA(2), "time").fit(field)
+    new = field.copy()
+    new[37, 1, 1] = np.nan  # in the fourth block of 10: named at its place in the whole
+    with pytest.raises(ValueError, match="NaN where the model has data") as eager:
+        model.transform(new)
+    with pytest.raises(ValueError, match="NaN where the model has data") as lazy:
+        model.transform(new.chunk({"time": 10})).compute()
+    assert str(lazy.value) == str(eager.value)
+    assert f"time={field.time.values[37]}" in str(lazy.value)
+    assert "grid points (lat=-10.0, lon=10.0)" in str(lazy.value)
+
+
+def test_scattered_nans_in_a_dataset_name_the_variable(field):
+    ds = xr.Dataset({"sst": field, "t2m": field.copy()})
+    ds["t2m"][5, 1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"scattered among valid data: at t2m points "
+                                         r"\(lat=-10\.0, lon=20\.0\), at samples"):
+        FieldModel(dkpca.PCA(2), "time").fit(ds)
+
+
+@pytest.mark.parametrize("options", [{}, {"weights": "coslat", "standardize": True}])
+def test_float32_outputs_on_the_grid_stay_float32(field, options):
+    """inverse_transform, patterns and components(weighted=False) were float64 (the scales)."""
+    model = FieldModel(dkpca.PCA(2), "time", **options).fit(field.astype(np.float32))
+    reference = FieldModel(dkpca.PCA(2), "time", **options).fit(field)
+    outputs = {
+        "inverse": lambda m: m.inverse_transform(m.scores_),
+        "lazy inverse": lambda m: m.inverse_transform(m.scores_.chunk({"time": 20})),
+        "patterns": lambda m: m.patterns(),
+        "components": lambda m: m.components(weighted=False),
+    }
+    for name, output in outputs.items():
+        single, double = output(model), output(reference)
+        assert single.dtype == np.float32, name
+        scale = float(np.abs(double).max())
+        np.testing.assert_allclose(single, double, atol=1e-4 * scale, err_msg=name)
+
+
+def test_inverse_transform_keeps_the_sample_coordinates(field):
+    """transform keeps a month on time; inverse_transform dropped it."""
+    months = field.assign_coords(month=("time", field.time.dt.month.values))
+    model = FieldModel(dkpca.PCA(2), "time").fit(months)
+    scores = model.transform(months)
+    rebuilt = model.inverse_transform(scores)
+    xr.testing.assert_identical(rebuilt.month, months.month)
+    lazy = model.inverse_transform(scores.chunk({"time": 20}))
+    xr.testing.assert_identical(lazy.month, months.month)

@@ -132,3 +132,18 @@ def test_repr_and_info_of_a_saved_field_model(tmp_path, capsys):
             "weights='coslat')") in out
     assert "trained on: 36 samples x 18 features" in out  # 20 grid points, 2 of them land
     assert "FieldModel with 3 components" in out
+
+
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Paris"])
+def test_tz_aware_sample_coordinates_round_trip(tz, tmp_path):
+    """tz-aware times came back as strings, and the next partial_fit raised a TypeError."""
+    field = ocean()
+    field = field.assign_coords(time=field.indexes["time"].tz_localize(tz))
+    model = FieldModel(dkpca.PCA(n_components=3), "time").partial_fit(field.isel(time=slice(24)))
+    dkpca.save(model, tmp_path / "field.zarr")
+    again = dkpca.load(tmp_path / "field.zarr")
+    assert again.scores_.indexes["time"].equals(model.scores_.indexes["time"])
+    assert again.scores_.time.dtype == field.time.dtype
+    later = field.isel(time=slice(24, None))
+    xr.testing.assert_identical(again.partial_fit(later).scores_,
+                                model.partial_fit(later).scores_)

@@ -17,6 +17,7 @@ from ._grid import GridLayout, float_dtype, per_variable_weights
 
 __all__ = [
     "NAMED",
+    "Describer",
     "check_grids",
     "check_nan_pattern",
     "check_weights_grid",
@@ -135,12 +136,72 @@ def positions(mask: np.ndarray, shape: tuple[int, ...], dims: Sequence[str],
     return ", ".join(named) + (f" and {more} more" if more > 0 else "")
 
 
+class Describer:
+    """Name flat masks over the rows (samples) and columns (grid points) by coordinates.
+
+    ``describe(rows, columns)`` gives ``"samples (time=3); sst points (lat=1, lon=1)"`` for the
+    ``True`` entries, either mask may be ``None``. It holds the coordinates only (no data), so
+    it travels to dask workers; :meth:`at` gives one for a block of rows starting at a row of
+    the whole matrix, which names that block's rows at their place in the whole.
+
+    Parameters
+    ----------
+    sample_shape, sample_dims, sample_coords
+        The samples' shape, dimensions and index coordinates (the rows, flattened row-major).
+    grids : list of (label, shape, dims, coords)
+        Per variable, in the order of the columns: its label (``"sst"``, ``"grid"``), its grid's
+        shape, dimensions and index coordinates.
+
+    Examples
+    --------
+    >>> describe = Describer((4,), ("time",), {}, [("grid", (2, 3), ("lat", "lon"), {})])
+    >>> describe.at(2)(np.array([False, True]), np.eye(6, dtype=bool)[4])
+    'samples (time=3); grid points (lat=1, lon=1)'
+    """
+
+    def __init__(self, sample_shape: tuple[int, ...], sample_dims: Sequence[str],
+                 sample_coords: dict[str, Any], grids: list[tuple], start: int = 0) -> None:
+        self.sample_shape = tuple(sample_shape)
+        self.sample_dims = tuple(sample_dims)
+        self.sample_coords = sample_coords
+        self.grids = grids
+        self.start = start
+
+    def at(self, start: int) -> Describer:
+        """Return the describer of a block of rows that begins at row ``start``."""
+        return Describer(self.sample_shape, self.sample_dims, self.sample_coords, self.grids,
+                         start)
+
+    def __call__(self, rows: np.ndarray | None, columns: np.ndarray | None) -> str:
+        """Name the ``True`` rows and columns by their coordinates."""
+        parts = []
+        if rows is not None:
+            whole = np.zeros(int(np.prod(self.sample_shape)), dtype=bool)
+            whole[self.start:self.start + rows.size] = rows
+            parts.append("samples " + positions(whole, self.sample_shape, self.sample_dims,
+                                                 self.sample_coords))
+        if columns is not None:
+            start = 0
+            for label, shape, dims, coords in self.grids:
+                size = int(np.prod(shape))
+                part = columns[start:start + size]
+                start += size
+                if part.any():
+                    parts.append(f"{label} points " + positions(part, shape, dims, coords))
+        return "; ".join(parts)
+
+
 def clean_block(block: np.ndarray, kept: np.ndarray, land: np.ndarray, scale: np.ndarray,
-                 drop: bool, describe: Callable | None) -> np.ndarray:
+                drop: bool, describe: Callable | None,
+                block_info: dict | None = None) -> np.ndarray:
     """Check one block of new rows; return the scaled kept values and a last column of flags.
 
-    Rows NaN everywhere (or with any NaN under ``drop``) are flagged 0 and zero-filled.
+    Rows NaN everywhere (or with any NaN under ``drop``) are flagged 0 and zero-filled. Under
+    ``map_blocks`` (``block_info`` given), a :class:`Describer` names the block's rows at
+    their place in the whole array.
     """
+    if block_info is not None and isinstance(describe, Describer):
+        describe = describe.at(int(block_info[0]["array-location"][0][0]))
     isnan = np.isnan(block)
     gaps = isnan[:, kept]
     partial = gaps.any(axis=1) & ~isnan.all(axis=1)

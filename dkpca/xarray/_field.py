@@ -9,7 +9,7 @@ the training fields is in ``_training``, the grids in ``_grid``, the checks in `
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import dask.array as da
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ._checks import NAMED, check_grids, clean_block, positions
+from ._checks import NAMED, Describer, check_grids, clean_block
 from ._grid import GridLayout, as_variables, float_dtype
 from ._incremental import estimator_has
 from ._training import all_rows, lay_out, sample_template
@@ -252,7 +252,10 @@ class FieldModel:
 
         The estimator fitted, :attr:`model_`, is a clone of ``model``; ``model`` itself is
         left as it was. A Dataset's variables are matched by name in ``transform`` and
-        ``partial_fit``, whatever their order.
+        ``partial_fit``, whatever their order; a list's variables are joined sample by sample,
+        so they must have the same sample coordinates (an error names those that differ). A
+        refused fit (too many components for the samples, say) leaves the FieldModel as it
+        was.
 
         Examples
         --------
@@ -285,12 +288,12 @@ class FieldModel:
         # (or a FieldModel refitted on other fields) never change each other's model_
         model = clone(self._estimator())
         layout, X, rows, template = self._lay_out(data)
-        self.layout_ = layout
         training = model.fit_transform(X[rows] if not rows.all() else X)
-        self.model_ = model
-        scores = all_rows(training, rows, X.dtype)
-        self.scores_ = self._scores_array(scores, template)
-        return self.scores_
+        scores = self._scores_array(all_rows(training, rows, X.dtype), template,
+                                    self._attrs(model, layout))
+        # set only now: a refused fit (too many components, say) leaves the model as it was
+        self.layout_, self.model_, self.scores_ = layout, model, scores
+        return scores
 
     @estimator_has("partial_fit")
     def partial_fit(self, data: Any) -> FieldModel:
@@ -392,7 +395,8 @@ class FieldModel:
         k = self.model_.n_components_ if k is None else k
         return np.arange(1, k + 1)
 
-    def _scores_array(self, scores: Any, template: xr.DataArray) -> xr.DataArray:
+    def _scores_array(self, scores: Any, template: xr.DataArray,
+                      attrs: dict[str, Any] | None = None) -> xr.DataArray:
         k = scores.shape[1]
         shape = (*template.shape, k)
         if isinstance(scores, da.Array):
@@ -402,12 +406,16 @@ class FieldModel:
         values = scores.reshape(shape)
         return xr.DataArray(values, dims=(*template.dims, MODE),
                             coords={**dict(template.coords), MODE: self._modes(k)},
-                            name="scores", attrs=self._attrs())
+                            name="scores", attrs=self._attrs() if attrs is None else attrs)
 
-    def _attrs(self) -> dict[str, Any]:
+    def _attrs(self, model: KernelPCA | PCA | None = None,
+               layout: GridLayout | None = None) -> dict[str, Any]:
+        """Attributes of results: those of ``model`` and ``layout`` (by default the fitted)."""
+        model = self.model_ if model is None else model
+        layout = self.layout_ if layout is None else layout
         weights = self.weights if isinstance(self.weights, str | None) else "user"
-        return {**describe_model(self.model_),
-                "sample_dims": json.dumps(list(self.layout_.sample_dims)),
+        return {**describe_model(model),
+                "sample_dims": json.dumps(list(layout.sample_dims)),
                 "weights": json.dumps(weights), "standardize": int(self.standardize),
                 "nan_policy": self.nan_policy}
 
@@ -422,9 +430,10 @@ class FieldModel:
         """Scores of new fields over ``(*sample_dims, "mode")``; lazy for dask-backed data.
 
         The new fields must be NaN exactly where the model has no data (land): a value there,
-        or a NaN inside the model's grid points, is an error naming the coordinates, except
-        that samples NaN everywhere (or, under ``nan_policy="drop_samples"``, NaN anywhere)
-        get NaN scores.
+        or a NaN inside the model's grid points, is an error naming the coordinates (for dask
+        data, when the first offending block is computed), except that samples NaN everywhere
+        (or, under ``nan_policy="drop_samples"``, NaN anywhere) get NaN scores. A list's
+        variables must share their sample coordinates (they are joined sample by sample).
 
         Examples
         --------
@@ -446,9 +455,10 @@ class FieldModel:
         scale = layout.scale
         drop = self.nan_policy == "drop_samples"
         if isinstance(full, da.Array):
+            # each block names its offending samples and grid points as the eager path does
             cleaned = full.rechunk({1: -1}).map_blocks(
-                clean_block, kept, land, scale, drop, None, dtype=float_dtype(full.dtype),
-                chunks=(full.chunks[0], (int(kept.sum()) + 1,)))
+                clean_block, kept, land, scale, drop, self._describer(template, pairs),
+                dtype=float_dtype(full.dtype), chunks=(full.chunks[0], (int(kept.sum()) + 1,)))
             X, ok = cleaned[:, :-1], cleaned[:, -1] > 0
             scores = self.model_.transform(X).astype(X.dtype)  # as scores_ (see all_rows)
             scores = da.where(ok[:, None], scores, np.nan)
@@ -461,27 +471,21 @@ class FieldModel:
             scores[~ok] = np.nan
         return self._scores_array(scores, template)
 
-    def _describer(self, template: xr.DataArray, pairs: list) -> Callable:
-        """Turn flat row and column masks into coordinates, for error messages."""
+    def _describer(self, template: xr.DataArray, pairs: list) -> Describer:
+        """Turn flat row and column masks into coordinates, for error messages.
+
+        Only the index coordinates are kept (no data), so that dask blocks can use it.
+        """
         layout = self.layout_
 
-        def describe(rows: np.ndarray | None, columns: np.ndarray | None) -> str:
-            parts = []
-            if rows is not None:
-                parts.append("samples " + positions(rows, template.shape, layout.sample_dims,
-                                                     dict(template.coords)))
-            if columns is not None:
-                start = 0
-                for variable, (_, array) in zip(layout.variables, pairs, strict=True):
-                    part = columns[start:start + variable.size]
-                    start += variable.size
-                    if part.any():
-                        parts.append(f"{variable.name or 'grid'} points " + positions(
-                            part, variable.template.shape, variable.feature_dims,
-                            dict(array.coords)))
-            return "; ".join(parts)
+        def index(array: xr.DataArray, dims: Sequence[str]) -> dict[str, Any]:
+            return {d: array.coords[d].variable for d in dims if d in array.coords}
 
-        return describe
+        grids = [(variable.name or "grid", variable.template.shape, variable.feature_dims,
+                  index(array, variable.feature_dims))
+                 for variable, (_, array) in zip(layout.variables, pairs, strict=True)]
+        return Describer(template.shape, layout.sample_dims,
+                         index(template, layout.sample_dims), grids)
 
     def inverse_transform(self, scores: xr.DataArray) -> Any:
         """Fields from scores over ``(..., "mode")``: back onto the grid, weights undone.
@@ -489,7 +493,9 @@ class FieldModel:
         NaN where the model has no data, and for scores that are NaN. Scores are matched to
         the model's modes by their ``mode`` labels, in any order; modes left out count as 0
         (the mean along them), so ``scores.sel(mode=[1, 2])`` gives the reconstruction from
-        the first two modes. Scores without ``mode`` labels are taken in order.
+        the first two modes. Scores without ``mode`` labels are taken in order. The scores'
+        sample coordinates come along (a ``month`` on ``time`` too, as :meth:`transform`
+        keeps them), and so does their dtype: float32 scores give float32 fields.
 
         Examples
         --------
@@ -516,11 +522,16 @@ class FieldModel:
         lazy = isinstance(Z, da.Array)
         ok = ~(da if lazy else np).isnan(Z).any(axis=1)
         clean = (da if lazy else np).where(ok[:, None], Z, 0.0)
-        X = self.model_.inverse_transform(clean) / self.layout_.scale
+        X = self.model_.inverse_transform(clean)
+        X = X / self.layout_.scale.astype(X.dtype)  # float32 scores: float32 fields
         X = (da if lazy else np).where(ok[:, None], X, np.nan)
         X = X.reshape(*shape, X.shape[-1]) if len(shape) != 1 else X
         leading = {d: ordered.coords.get(d) for d in lead}
-        return self.layout_.on_grid(X, leading, "reconstruction")
+        out = self.layout_.on_grid(X, leading, "reconstruction")
+        # the samples' other coordinates (a month on time, say), as transform keeps them
+        extra = {n: c for n, c in ordered.coords.items()
+                 if n not in lead and set(c.dims) <= set(lead)}
+        return out.assign_coords(extra) if extra else out
 
     def _by_mode(self, scores: xr.DataArray) -> xr.DataArray:
         """Return ``scores`` over the model's modes, in order, by their ``mode`` labels.
@@ -551,7 +562,8 @@ class FieldModel:
         """Return the components as maps over ``("mode", *grid dims)`` (linear PCA only).
 
         ``weighted=True``: in the weighted space the model saw (orthonormal there, as xeofs);
-        ``False``: with the weights divided out.
+        ``False``: with the weights divided out. In the model's dtype (float32 for float32
+        data).
 
         Examples
         --------
@@ -570,7 +582,7 @@ class FieldModel:
             )
         values = self.model_.components_
         if not weighted:
-            values = values / self.layout_.scale
+            values = values / self.layout_.scale.astype(values.dtype)  # float32 stays
         out = self.layout_.on_grid(values, {MODE: self._modes()}, "components")
         return out.assign_attrs(self._attrs())
 
@@ -580,7 +592,8 @@ class FieldModel:
         For each mode and position ``p``, the pre-image of the point whose score on that mode
         is ``p`` standard deviations of the training scores, and 0 on the others, in the data's
         units. For PCA these are ``mean + p σ component``; for kernel PCA they trace the curved
-        path of the mode through the data (the model's pre-image method is used).
+        path of the mode through the data (the model's pre-image method is used). In the
+        model's dtype (float32 for float32 data, as :attr:`scores_`).
 
         Examples
         --------
@@ -595,9 +608,11 @@ class FieldModel:
         k = self.model_.n_components_
         positions = np.asarray(positions, dtype=np.float64)
         std = np.sqrt(self.model_.explained_variance_)
-        Z = np.zeros((k, positions.size, k))
+        dtype = self.scores_.dtype  # the model's (float32 data: float32 patterns)
+        Z = np.zeros((k, positions.size, k), dtype=dtype)
         Z[np.arange(k), :, np.arange(k)] = positions[None, :] * std[:, None]
-        X = np.asarray(self.model_.inverse_transform(Z.reshape(-1, k))) / self.layout_.scale
+        X = np.asarray(self.model_.inverse_transform(Z.reshape(-1, k)))
+        X = X / self.layout_.scale.astype(X.dtype)
         out = self.layout_.on_grid(X.reshape(k, positions.size, -1),
                                    {MODE: self._modes(), "position": positions}, "patterns")
         return out.assign_attrs(self._attrs())

@@ -29,6 +29,7 @@ __all__ = [
     "VariableLayout",
     "as_variables",
     "build_layout",
+    "check_samples_aligned",
     "float_dtype",
     "per_variable_weights",
 ]
@@ -59,6 +60,57 @@ def as_variables(data: Any) -> tuple[str, list[tuple[str | None, xr.DataArray]]]
         f"expected an xarray.DataArray, a Dataset or a list of DataArrays, got "
         f"{type(data).__name__}"
     )
+
+
+def check_samples_aligned(pairs: list[tuple[str | None, xr.DataArray]],
+                          sample_dims: tuple[str, ...]) -> None:
+    """Refuse variables whose samples differ from the first variable's.
+
+    The variables are joined sample by sample, by position: a list of DataArrays with other
+    sizes or other labels along a sample dimension (``time`` shifted by a month) would pair
+    unrelated samples. A Dataset's variables share their coordinates, so always pass.
+
+    Examples
+    --------
+    >>> sst = xr.DataArray(np.zeros((3, 2)), dims=("time", "x"), name="sst",
+    ...                    coords={"time": [0, 1, 2]})
+    >>> check_samples_aligned([("sst", sst), ("slp", sst.assign_coords(time=[1, 2, 3]))],
+    ...                       ("time",))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: variable 'slp' has other samples than the first variable, 'sst': along 'time', ...
+    """
+    first_name, first = pairs[0]
+    for name, array in pairs[1:]:
+        for dim in sample_dims:
+            if dim not in array.dims or dim not in first.dims:
+                continue  # reported by the layout (feature_dims)
+            ours, theirs = first.indexes.get(dim), array.indexes.get(dim)
+            labelled = ours is not None and theirs is not None
+            if first.sizes[dim] == array.sizes[dim] and (not labelled or ours.equals(theirs)):
+                continue
+            if not labelled:
+                differ = f"{first.sizes[dim]} samples, {name!r} {array.sizes[dim]}"
+            elif len(ours) == len(theirs):
+                at = np.flatnonzero(np.asarray(ours != theirs))[:5]
+                differ = (f"{_listed(ours[at])} and {name!r} {_listed(theirs[at])} at "
+                          f"positions {at.tolist()}")
+            else:
+                differ = f"{len(ours)} labels, {name!r} {len(theirs)}"
+                for a, b, label in ((ours, theirs, first_name), (theirs, ours, name)):
+                    if len(a.difference(b)):
+                        differ += f"; only in {label!r}: {_listed(a.difference(b)[:5])}"
+            raise ValueError(
+                f"variable {name!r} has other samples than the first variable, {first_name!r}: "
+                f"along {dim!r}, {first_name!r} has {differ}. The variables are joined sample "
+                f"by sample; give them the same {dim!r} coordinate (e.g. fields = xr.align(*fields, "
+                f"join='inner'))."
+            )
+
+
+def _listed(labels: Any) -> str:
+    """Labels of an index, for an error message."""
+    return "[" + ", ".join(str(v) for v in labels) + "]"
 
 
 def float_dtype(dtype: Any) -> np.dtype:
@@ -327,6 +379,7 @@ class GridLayout:
                     f"{layout.template.shape} over {layout.feature_dims}"
                 )
             blocks.append(_flat(array, self.sample_dims, layout.feature_dims))
+        check_samples_aligned(pairs, self.sample_dims)  # joined by position below
         if len(blocks) == 1:
             return blocks[0]
         lazy = any(isinstance(b, da.Array) for b in blocks)

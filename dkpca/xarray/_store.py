@@ -2,7 +2,8 @@
 
 DataArrays (each variable's grid template, user weights, the training scores) are stored as a
 ``values`` array in a subgroup, and their dimensions, name and coordinates as JSON, so that
-datetimes, strings and numbers round-trip without pickle::
+datetimes (time-zone aware ones as UTC and their zone), strings and numbers round-trip without
+pickle::
 
     field.zarr/                 attrs["dkpca"] = {..., "estimator": "FieldModel", "field": {...}}
       estimator/                the fitted KernelPCA or PCA, as dkpca.save writes it
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 import zarr
 
@@ -37,6 +39,11 @@ def _plain_read(group: zarr.Group, path: str) -> np.ndarray:
 
 
 def _coordinate(coord: xr.DataArray) -> dict[str, Any]:
+    if isinstance(coord.dtype, pd.DatetimeTZDtype):  # tz-aware: UTC integers and the zone
+        times = pd.DatetimeIndex(coord.to_index())
+        utc = times.tz_convert(None).to_numpy()
+        return {"dims": [str(d) for d in coord.dims], "dtype": utc.dtype.str,
+                "tz": str(times.tz), "values": utc.astype(np.int64).tolist()}
     values = coord.values
     if values.dtype.kind in "Mm":  # datetimes and durations: integers of their unit
         listed = values.astype(np.int64).tolist()
@@ -53,7 +60,10 @@ def _coordinate_values(encoded: dict[str, Any]) -> np.ndarray:
         return np.asarray(encoded["values"], dtype=str).reshape(encoded["shape"])
     dtype = np.dtype(encoded["dtype"])
     if dtype.kind in "Mm":
-        return np.asarray(encoded["values"], dtype=np.int64).astype(dtype)
+        values = np.asarray(encoded["values"], dtype=np.int64).astype(dtype)
+        if "tz" in encoded:  # tz-aware (one dimension, as pandas holds them)
+            return pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(encoded["tz"])
+        return values
     return np.asarray(encoded["values"], dtype=dtype)
 
 

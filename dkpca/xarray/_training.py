@@ -20,7 +20,14 @@ import numpy as np
 import xarray as xr
 
 from ._checks import check_weights_grid, positions
-from ._grid import GridLayout, _flat, as_variables, build_layout, float_dtype
+from ._grid import (
+    GridLayout,
+    _flat,
+    as_variables,
+    build_layout,
+    check_samples_aligned,
+    float_dtype,
+)
 
 __all__ = ["all_rows", "lay_out", "sample_template"]
 
@@ -98,6 +105,7 @@ def _flatten(data: Any, sample_dims: tuple[str, ...]) -> _Flattened:
         flats.append(_flat(array, sample_dims, feature_dims))
         shapes.append(tuple(array.sizes[d] for d in feature_dims))
         dims.append(feature_dims)
+    check_samples_aligned(pairs, sample_dims)  # a list's variables are joined by position
     return _Flattened(pairs, flats, shapes, dims)
 
 
@@ -163,10 +171,10 @@ def _refuse_scattered(nans: _NaNs, flattened: _Flattened, template: xr.DataArray
     """``nan_policy="raise"``: name where NaNs lie among valid data, if anywhere."""
     if not any(s.any() for s in nans.scattered):
         return
-    where = "; ".join(
-        positions(s, shape, d, dict(array.coords))
-        for s, shape, d, (_, array) in zip(nans.scattered, flattened.shapes, flattened.dims,
-                                           flattened.pairs, strict=True)
+    where = "; ".join(  # named per variable, as transform names them
+        f"{name or 'grid'} points " + positions(s, shape, d, dict(array.coords))
+        for s, shape, d, (name, array) in zip(nans.scattered, flattened.shapes, flattened.dims,
+                                              flattened.pairs, strict=True)
         if s.any()
     )
     samples = positions(nans.scattered_samples, template.shape, template.dims,
