@@ -43,8 +43,8 @@ Readings (the paper leaves these open):
   scale is not given), and ``c = 0.05`` of it is used in Figs. 6 and 8.
 - Cluster noise, which cluster, the class counts: see ``make_unbalanced_semicircles``.
 - Digits: 64 pixels in 0..16, not USPS's 256 in -1..1, so ``c`` is not comparable with the
-  paper's 120. With 100 training images in 64 dimensions every image lies in the span of the
-  others, so the one-inverse approximate leave-one-out projection (``loo_projections(...,
+  paper's 120. With 100 training images in 64 dimensions every image lies in the affine hull of
+  the others, so the approximate leave-one-out projection (``loo_projections(...,
   "approximate")``) equals the training projection and the LOOCV rule can never advise
   renormalising; the script therefore also runs the rule with exact leave-one-out refits on the
   first ``--exact-repeats`` repeats. Those refits need an integer ``n_components``: with

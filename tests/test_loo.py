@@ -205,17 +205,69 @@ def test_approximate_linear_loo_is_eq_1(four_signals):
     np.testing.assert_allclose(approximate, pca.transform(X - residuals))
 
 
+def _affine_residual(X: np.ndarray, n: int) -> np.ndarray:
+    """``x_n`` minus its least-squares nearest point in the affine hull of the other rows."""
+    others = np.delete(X, n, axis=0)
+    base, directions = others[0], (others[1:] - others[0]).T
+    coef, *_ = np.linalg.lstsq(directions, X[n] - base, rcond=None)
+    return X[n] - base - directions @ coef
+
+
 def test_orthogonal_residuals_match_least_squares():
     X = np.random.default_rng(2).normal(size=(12, 40))
     R, d2 = orthogonal_residuals(X)
     for n in range(12):
-        others = np.delete(X, n, axis=0)
-        coef, *_ = np.linalg.lstsq(others.T, X[n], rcond=None)
-        residual = X[n] - others.T @ coef
+        residual = _affine_residual(X, n)
         np.testing.assert_allclose(R[n], residual, atol=1e-10)
         assert d2[n] == pytest.approx(residual @ residual, rel=1e-10)
-    wide = np.random.default_rng(3).normal(size=(30, 5))  # N > D: every point in the span
-    assert not orthogonal_residuals(wide)[1].any()
+    wide = np.random.default_rng(3).normal(size=(30, 5))  # N > D + 1: every point in the hull
+    with pytest.warns(UserWarning, match=r"30 of the 30 rows .*\(N = 30 rows > D \+ 1 = 6\)"):
+        R, d2 = orthogonal_residuals(wide)
+    assert not d2.any() and not R.any()
+
+
+def test_a_duplicate_row_zeroes_only_its_own_correction():
+    """One repeated row used to switch the correction off for every row (cho_factor failed)."""
+    X = np.random.default_rng(0).normal(size=(20, 60))
+    X = np.r_[X, X[:1]]
+    with pytest.warns(UserWarning, match=r"2 of the 21 rows \(\[0, 20\]\) lie in the affine"):
+        R, d2 = orthogonal_residuals(X)
+    assert d2[0] == d2[20] == 0.0 and not R[[0, 20]].any()
+    for n in range(1, 20):
+        residual = _affine_residual(X, n)
+        np.testing.assert_allclose(R[n], residual, atol=1e-9)
+        assert d2[n] == pytest.approx(residual @ residual, rel=1e-9)
+    kp = KernelPCA(2, kernel=RBF(c=120.0)).fit(X)
+    with pytest.warns(UserWarning, match="affine hull"):
+        approximate = loo_projections(kp, X, "approximate")
+    train = kp.transform(X)
+    expected = train * np.exp(-np.array([_affine_residual(X, n) @ _affine_residual(X, n)
+                                         for n in range(21)]) / 120.0)[:, None]
+    expected[[0, 20]] = train[[0, 20]]
+    np.testing.assert_allclose(approximate, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("offset", [3e4, 3e5])
+def test_approximate_loo_does_not_move_with_the_data(four_signals, offset):
+    """Far from the origin the uncentred Gram matrix was near singular: no correction at all."""
+    X = four_signals[:30, :400]
+    R, d2 = orthogonal_residuals(X)
+    R_far, d2_far = orthogonal_residuals(X + offset)
+    np.testing.assert_allclose(d2_far, d2, rtol=1e-6)
+    np.testing.assert_allclose(R_far, R, atol=1e-6 * np.abs(R).max())
+    near, far = PCA(3).fit(X), PCA(3).fit(X + offset)
+    np.testing.assert_allclose(np.abs(loo_projections(far, X + offset, "approximate")),
+                               np.abs(loo_projections(near, X, "approximate")), rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["exact", "approximate"])
+@pytest.mark.parametrize("make", [lambda: KernelPCA(2, kernel=RBF(c=50.0)), lambda: PCA(2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_loo_projections_have_the_dtype_of_transform(four_signals, method, make, dtype):
+    X = four_signals[:15, :40].astype(dtype)
+    model = make().fit(X)
+    loo = loo_projections(model, X, method)
+    assert loo.dtype == model.transform(X).dtype == dtype
 
 
 @pytest.mark.distributed
@@ -272,6 +324,7 @@ def test_errors(four_signals):
 
 @pytest.mark.parametrize("method", ["exact", "approximate"])
 @pytest.mark.parametrize("model", ["KernelPCA", "Nystrom", "PCA"])
+@pytest.mark.filterwarnings("ignore:leave-one-out.*affine hull:UserWarning")  # N > D + 1
 def test_data_other_than_the_training_set_is_refused(method, model):
     rng = np.random.default_rng(0)
     X, other = rng.normal(size=(60, 8)), rng.normal(size=(60, 8))

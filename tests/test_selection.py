@@ -358,6 +358,48 @@ def test_bad_arguments_are_refused(square, bad, match):
         select_model(square[:200], **{"n_draws": 2, **bad})
 
 
+@pytest.mark.parametrize("method", ["mdd", "kpa", "shannon"])
+@pytest.mark.parametrize("grid", [None, [1.0]])
+def test_data_without_spread_are_refused_by_every_method(method, grid):
+    """kPA divided by the zero rule of thumb, or reported "no component" on a given grid."""
+    with pytest.raises(ValueError, match="all distances are equal; the data have no spread"):
+        select_model(np.ones((40, 3)), method, n_draws=2, sigma2_grid=grid, random_state=0)
+
+
+def test_training_rows_without_spread_are_refused():
+    X = np.r_[np.zeros((5, 2)), np.random.default_rng(0).normal(size=(20, 2))]
+    with pytest.raises(ValueError, match="no spread among the 5 training rows"):
+        select_model(X, "kpa", training=np.arange(5), n_draws=2, sigma2_grid=[1.0])
+
+
+@pytest.mark.parametrize("training, match", [
+    ([0.9, 1.9, 2.9, 3.5], "integer row indices"),  # was truncated to rows 0, 1, 2, 3
+    (np.arange(6).reshape(2, 3), "1-D sequence"),
+])
+def test_training_rows_that_are_not_integer_indices_are_refused(training, match):
+    X, _, _ = make_semicircles(60, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        select_model(X, training=training, n_draws=2, sigma2_grid=[1.0], validation=None)
+
+
+def test_a_nested_sigma2_grid_is_refused_not_flattened():
+    X, _, _ = make_semicircles(60, random_state=0)
+    with pytest.raises(ValueError, match=r"sigma2_grid must be a 1-D .* shape \(2, 2\)"):
+        select_model(X, n_draws=2, sigma2_grid=[[1, 2], [3, 4]])
+
+
+@pytest.mark.parametrize("zero", [0, 0.0])
+def test_a_zero_validation_count_or_fraction_means_no_validation(zero):
+    """The docstring: an int is a count, a float a fraction; none of either is no validation."""
+    X, _, _ = make_semicircles(60, random_state=0)
+    options = {"n_draws": 2, "sigma2_grid": [1.0], "random_state": 0}
+    result = select_model(X, validation=zero, **options)
+    reference = select_model(X, validation=None, **options)
+    assert result.table.attrs["n_validation"] == 0
+    assert result.table.attrs["distance_count"] == reference.table.attrs["distance_count"]
+    np.testing.assert_array_equal(result.training_index, reference.training_index)
+
+
 def test_a_boolean_training_mask_picks_its_true_rows():
     X, _, _ = make_semicircles(200, random_state=0)
     mask = np.zeros(200, dtype=bool)

@@ -15,13 +15,17 @@ the inflation and calibrates the cure (:class:`~dkpca.generalization.Renormalize
   evaluations each. A :class:`~dkpca.PCA` whose refits would use an exact solver is refitted
   the same way from its Gram matrix ``X Xᵀ`` (the linear kernel; kernel PCA's scores there
   are PCA's). Any other estimator is cloned and refitted whole, one task per point.
-- ``method="approximate"``: one Gram-matrix inverse. The squared distance of ``x_n`` to the span
-  of the other points is ``1 / (G⁻¹)_nn`` (``G = X Xᵀ``), and the residual itself is
-  ``(G⁻¹ X)_n / (G⁻¹)_nn``. Kernel PCA with an RBF kernel ``exp(-r²/c)``: the full-sample
-  projection times ``exp(-||x_n⊥||² / c)`` (the lost orthogonal part); linear PCA: eq. (1), the
-  projection of ``x_n`` without its orthogonal part on the full-sample eigenvectors. When
-  ``N`` exceeds the rank of the data, every point lies in the span of the others and the
-  approximation returns the full-sample projections.
+- ``method="approximate"``: one eigendecomposition of the centred Gram matrix. The squared
+  distance of ``x_n`` to the affine hull of the other points is ``1 / (G⁺)_nn``
+  (``G = X_c X_cᵀ``, ``X_c`` the centred data), and the residual itself is
+  ``(G⁺ X_c)_n / (G⁺)_nn`` (:func:`orthogonal_residuals`; the paper's linear span, on
+  centred data, becomes the affine hull, which does not move with the data). Kernel PCA
+  with an RBF kernel ``exp(-r²/c)``: the full-sample projection times
+  ``exp(-||x_n⊥||² / c)`` (the lost orthogonal part); linear PCA: eq. (1), the projection of
+  ``x_n`` without its orthogonal part on the full-sample eigenvectors. A point in the affine
+  hull of the others (a duplicate row; every point when ``N > D + 1``) has no orthogonal
+  part and keeps its full-sample projection, with a warning that names it; the other points
+  keep their correction.
 
 A refit on ``N - 1`` points, centred, has at most ``N - 2`` components with non-zero variance,
 so a model that keeps more (``KernelPCA()`` and ``PCA()`` with their default
@@ -34,6 +38,7 @@ components with non-zero variance than the model keeps (a point that alone spans
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +52,7 @@ from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import check_is_fitted, check_random_state
 from dkpca.blocked import compute, scheduler_threads
 from dkpca.linalg import single_threaded_blas
-from dkpca.solvers._components import ZERO_RATIO
+from dkpca.solvers._components import ZERO_RATIO, _outside_dkpca
 
 from ._kernel_folds import KernelFolds, kernel_folds
 
@@ -61,33 +66,97 @@ METHODS = ("exact", "approximate")
 #: for balance, few enough that the scheduler's cost per task stays small beside the folds.
 FOLD_TASKS_PER_THREAD = 4
 
+#: Eigenvalues of the centred Gram matrix under this fraction of its trace are rounding: they
+#: are raised to it before inverting (:func:`orthogonal_residuals`).
+GRAM_FLOOR_RATIO = 1e-12
+
+#: A row whose squared distance to the others' affine hull is at most this fraction of the
+#: Gram trace lies in that hull, within rounding: its distance is zero. A row in the hull gets
+#: about ``GRAM_FLOOR_RATIO · trace / p`` from the floor, ``p`` its weight in the null space
+#: (1/2 for a duplicate pair, at least ``1/N`` when ``N > D + 1``).
+IN_HULL_RATIO = 1e-8
+
 
 def orthogonal_residuals(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's component orthogonal to the span of the other rows, and its squared norm.
+    """Each row's component orthogonal to the affine hull of the other rows, and its square.
 
-    Returns ``(R, d2)`` with ``R[n] = x_n⊥`` and ``d2[n] = ||x_n⊥||² = 1 / (G⁻¹)_nn`` from one
-    inverse of ``G = X Xᵀ``; zeros when ``G`` is singular (more points than dimensions).
+    Returns ``(R, d2)`` with ``R[n] = x_n⊥``, the part of ``x_n`` that no affine combination
+    of the other rows reaches, and ``d2[n] = ||x_n⊥||²``, the squared distance of ``x_n`` to
+    their affine hull. All ``N`` come from one eigendecomposition of the centred Gram matrix
+    ``G = X_c X_cᵀ``: ``d2[n] = 1 / (G⁺)_nn`` and ``R[n] = (G⁺ X_c)_n / (G⁺)_nn``.
+
+    A row in the affine hull of the others (a duplicate, or any row when ``N > D + 1``) gets
+    ``d2 = 0`` and ``R = 0``, with a ``UserWarning`` naming it; every other row keeps its
+    distance. All rows equal: all zero.
+
+    Notes
+    -----
+    The LOO paper splits a left-out point relative to "the subspace spanned by the training
+    data", a linear span, on data centred at the origin. Both of its uses are about centred
+    models: PCA's refit eigenvectors span the others' *centred* points, and an RBF kernel sees
+    only differences ``x_m - x_n``, so the part of ``x_n`` that a refit cannot see is its
+    distance to the others' affine hull. That distance is used here, a deviation from the
+    paper's wording: unlike the distance to the linear span it does not change when the data
+    are translated, and it is computed from centred data, so it stays accurate far from the
+    origin, where the uncentred Gram matrix ``X Xᵀ`` is too ill-conditioned to invert. For
+    data centred at the origin the two differ little (by a few per cent for ``N ≪ D``).
+
+    Maintenance note: with ``v = e_n - w`` (``w`` on the other rows, summing to one),
+    ``d2[n] = min vᵀ G v`` over ``v_n = 1``, ``1ᵀv = 0``; on ``1⊥`` that is ``1 / (G⁺)_nn``
+    when ``e_n`` is orthogonal to ``G``'s null space within ``1⊥``, zero otherwise. ``G⁺`` is
+    formed from ``eigh(G + (tr G / N) 11ᵀ)``, which moves the exact null vector ``1`` out of
+    the way, with eigenvalues raised to :data:`GRAM_FLOOR_RATIO` ``· tr G`` (rounding), so a
+    row in the others' hull gets a distance of order that floor, and
+    :data:`IN_HULL_RATIO` tells it apart. Cost: ``O(N² D + N³)``, memory ``O(N² + N D)``.
 
     Examples
     --------
-    >>> X = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    >>> X = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.0]])  # row 2: the others span a line
     >>> R, d2 = orthogonal_residuals(X)
     >>> R.round(6).tolist(), d2.round(6).tolist()
-    ([[0.5, -0.5, 0.0], [0.0, 1.0, 0.0]], [0.5, 1.0])
+    ([[-1.0, -1.0], [1.0, -1.0], [0.0, 1.0]], [2.0, 2.0, 1.0])
+    >>> orthogonal_residuals(X + 1e6)[1].round(6).tolist()  # translation changes nothing
+    [2.0, 2.0, 1.0]
     """
     X = np.asarray(X, dtype=np.float64)
-    G = X @ X.T
-    try:
-        factor = scipy.linalg.cho_factor(G)
-        inverse = scipy.linalg.cho_solve(factor, np.eye(len(G)))
-    except scipy.linalg.LinAlgError:
-        logger.info("leave-one-out: the Gram matrix is singular (N > rank); no orthogonal parts")
-        return np.zeros_like(X), np.zeros(len(X))
-    diagonal = np.diag(inverse)
-    if not np.all(diagonal > 0) or np.linalg.cond(G) > 1e12:
-        logger.info("leave-one-out: the Gram matrix is near singular; no orthogonal parts")
-        return np.zeros_like(X), np.zeros(len(X))
-    return (inverse @ X) / diagonal[:, None], 1.0 / diagonal
+    N = len(X)
+    centred = X - X.mean(axis=0)
+    gram = centred @ centred.T
+    scale = float(np.trace(gram))
+    if N < 2 or not scale > 0:
+        if N >= 2:
+            _warn_in_hull(np.arange(N), N, "all rows are equal", "the data have no spread")
+        return np.zeros_like(X), np.zeros(N)
+    values, vectors = scipy.linalg.eigh(gram + scale / N)
+    floor = max(GRAM_FLOOR_RATIO, N * np.finfo(np.float64).eps) * scale
+    pinv = (vectors / np.maximum(values, floor)) @ vectors.T
+    pinv -= 1.0 / (scale * N)  # the constant direction's share: G⁺ lives on 1⊥
+    diagonal = np.diag(pinv).copy()
+    d2 = 1.0 / diagonal
+    residuals = (pinv @ centred) / diagonal[:, None]
+    in_hull = np.flatnonzero(~(d2 > IN_HULL_RATIO * scale))
+    if in_hull.size:
+        d2[in_hull] = 0.0
+        residuals[in_hull] = 0.0
+        if in_hull.size == N and N > X.shape[1] + 1:
+            _warn_in_hull(in_hull, N, f"N = {N} rows > D + 1 = {X.shape[1] + 1}",
+                          "with more rows than features + 1 the approximation has nothing "
+                          "to correct; use method='exact'")
+        else:
+            _warn_in_hull(in_hull, N, "duplicate or affinely dependent rows",
+                          "drop duplicate rows, or use method='exact'")
+    return residuals, d2
+
+
+def _warn_in_hull(rows: np.ndarray, N: int, why: str, fix: str) -> None:
+    """Warn that ``rows`` lie in the affine hull of the others: no orthogonal part."""
+    listed = ", ".join(map(str, rows[:10].tolist())) + (", ..." if rows.size > 10 else "")
+    warnings.warn(
+        f"leave-one-out: {rows.size} of the {N} rows ([{listed}]) lie in the affine hull of "
+        f"the other rows ({why}), so they have no orthogonal part and the approximate "
+        f"leave-one-out projection leaves them at their full-sample projection; {fix}",
+        UserWarning, stacklevel=_outside_dkpca(),
+    )
 
 
 def _match(full: np.ndarray, refit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +250,7 @@ def _approximate(estimator: Any, X: np.ndarray, full_scores: np.ndarray) -> np.n
     kernel = getattr(estimator, "kernel_", None)
     if _precomputed(estimator):
         raise ValueError("loo_projections: method='approximate' needs the data in input space "
-                         "(each point's distance to the span of the others), which a model "
+                         "(each point's distance to the affine hull of the others), which a model "
                          "fitted on a precomputed kernel matrix does not have; use "
                          "method='exact', which refits from the kernel matrix")
     residuals, d2 = orthogonal_residuals(X)
@@ -220,7 +289,8 @@ def loo_projections(
     -------
     (N, k) array
         Row ``n``: the projection of ``x_n`` on the model without it, with components aligned
-        (order and sign) to the full-sample model's.
+        (order and sign) to the full-sample model's. Its dtype is that of
+        ``estimator.transform(X)`` (float32 data stay float32); the work is done in float64.
 
     Raises
     ------
@@ -232,6 +302,13 @@ def loo_projections(
         ``n_components <= N - 2``. Likewise when a refit finds fewer components with
         non-zero variance than the model keeps, or the model keeps components with no
         variance.
+
+    Warns
+    -----
+    UserWarning
+        ``method="approximate"``: when rows lie in the affine hull of the other rows
+        (duplicates, or ``N > D + 1``); those rows keep their full-sample projections, the
+        others their correction (:func:`orthogonal_residuals`).
 
     References
     ----------
@@ -257,14 +334,17 @@ def loo_projections(
     from dkpca.io import as_array
 
     data = as_array(X)
-    X = np.asarray(compute(data)[0] if hasattr(data, "dask") else data, dtype=np.float64)
-    if X.shape[1] != estimator.n_features_in_ or X.shape[0] < 3:
+    given = np.asarray(compute(data)[0] if hasattr(data, "dask") else data)
+    X = given.astype(np.float64)
+    if X.ndim != 2 or X.shape[1] != estimator.n_features_in_ or X.shape[0] < 3:
         raise ValueError(f"loo_projections: X must be the training data, at least 3 x "
                          f"{estimator.n_features_in_}; got {X.shape}")
-    full_scores = np.asarray(estimator.transform(X), dtype=np.float64)
+    transformed = np.asarray(estimator.transform(given))  # its dtype is the result's
+    dtype = transformed.dtype if transformed.dtype.kind == "f" else np.dtype(np.float64)
+    full_scores = transformed.astype(np.float64)
     _check_training_data(estimator, X, full_scores)
     if method == "approximate":
-        return _approximate(estimator, X, full_scores)
+        return _approximate(estimator, X, full_scores).astype(dtype, copy=False)
     _check_component_count(estimator, full_scores)
     template = _fixed_components(estimator, full_scores.shape[1])
     shared_scores = dask.delayed(full_scores)
@@ -275,14 +355,14 @@ def loo_projections(
                                 min(len(X), FOLD_TASKS_PER_THREAD * scheduler_threads()))
         tasks = [dask.delayed(_kernel_folds_task, pure=True)(shared_folds, shared_scores, points)
                  for points in groups]
-        return np.concatenate(compute(*tasks))
+        return np.concatenate(compute(*tasks)).astype(dtype, copy=False)
     seeds = check_random_state(random_state).spawn(len(X))
     shared_X, shared_estimator = dask.delayed(X), dask.delayed(template)
     tasks = [dask.delayed(_loo_task, pure=True)(shared_estimator, shared_X, shared_scores, n,
                                                 seed)
              for n, seed in enumerate(seeds)]
     logger.info("leave-one-out: %d refits of %s", len(tasks), type(estimator).__name__)
-    return np.stack(compute(*tasks))
+    return np.stack(compute(*tasks)).astype(dtype, copy=False)
 
 
 def _check_component_count(estimator: Any, full_scores: np.ndarray) -> None:

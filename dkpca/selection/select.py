@@ -67,6 +67,11 @@ def _pick_training(Xd, training, n_train, has_validation, rng, rule_of_thumb, ic
     n = Xd.shape[0]
     if not isinstance(training, str):
         given = np.asarray(training)
+        if given.size and (given.ndim != 1 or given.dtype.kind not in "biu"):
+            raise ValueError(f"select_model: training rows must be a 1-D sequence of integer "
+                             f"row indices or a boolean mask, got a {given.ndim}-D "
+                             f"{given.dtype} array of shape {given.shape}; pass integer "
+                             f"indices (e.g. np.flatnonzero(mask)) rather than floats")
         if given.dtype == bool:  # a mask: its True rows
             if given.shape != (n,):
                 raise ValueError(f"select_model: a boolean training mask needs one entry per "
@@ -124,22 +129,36 @@ def training_count(n: int, n_train: int | None, has_validation: bool) -> int:
 def validation_count(validation: float, rest: int) -> int:
     """Return the validation rows a count or fraction asks for among ``rest`` outside training.
 
-    Raises ``ValueError`` when that is more than ``rest`` (or the fraction is not in (0, 1]).
+    An int is a count, a float a fraction; ``0`` and ``0.0`` both ask for none. Raises
+    ``ValueError`` when that is more than ``rest`` (or the fraction is not in [0, 1]).
 
     Examples
     --------
-    >>> validation_count(0.5, 1000), validation_count(200, 1000)
-    (500, 200)
+    >>> validation_count(0.5, 1000), validation_count(200, 1000), validation_count(0.0, 1000)
+    (500, 200, 0)
     """
     if isinstance(validation, numbers.Integral):
         count = int(validation)
     else:
-        count = round(float(validation) * rest) if 0 < validation <= 1 else -1
+        count = round(float(validation) * rest) if 0 <= validation <= 1 else -1
     if not 0 <= count <= rest:
         raise ValueError(f"select_model: validation={validation!r} asks for more than the "
                          f"{rest} rows outside the training set (or is not a fraction in "
-                         f"(0, 1])")
+                         f"[0, 1])")
     return count
+
+
+def _has_validation(validation: Any) -> bool:
+    """Whether ``validation`` asks for any validation points: not ``None``, ``0`` or ``0.0``.
+
+    Examples
+    --------
+    >>> _has_validation(0), _has_validation(0.0), _has_validation(None), _has_validation(0.5)
+    (False, False, False, True)
+    """
+    if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
+        return validation != 0
+    return validation is not None
 
 
 def _check_components(n_components: int | None, n_train: int) -> None:
@@ -166,7 +185,7 @@ def check_counts(n: int, n_train: int | None, validation: Any, n_components: int
     """
     if not isinstance(training, str):
         return
-    count = training_count(n, n_train, validation is not None)
+    count = training_count(n, n_train, _has_validation(validation))
     _check_components(n_components, count)
     if isinstance(validation, numbers.Real) and not isinstance(validation, bool):
         validation_count(validation, n - count)
@@ -197,11 +216,37 @@ def _validation_set(Xd, validation, index, rng):
 
 
 def _check_grid(sigma2_grid: Sequence[float]) -> np.ndarray:
-    grid = np.unique(np.asarray(sigma2_grid, dtype=np.float64).ravel())
+    """Return the grid sorted and unique; refuse anything but positive finite numbers.
+
+    A scalar is a grid of one; a nested sequence (``ndim > 1``) is refused, not flattened.
+    """
+    try:
+        values = np.asarray(sigma2_grid, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = np.array([np.nan])
+    if values.ndim > 1:
+        raise ValueError(f"select_model: sigma2_grid must be a 1-D sequence of widths, got "
+                         f"shape {values.shape}; pass one flat list, e.g. "
+                         f"np.ravel(sigma2_grid) if every value is meant")
+    grid = np.unique(values.ravel())
     if grid.size == 0 or not np.all(np.isfinite(grid)) or grid[0] <= 0:
         raise ValueError(f"select_model: sigma2_grid must hold positive finite values, got "
                          f"{sigma2_grid!r}")
     return grid
+
+
+def _check_spread(rule: float, sq_distances: np.ndarray) -> None:
+    """Refuse data (or training rows) whose points are all equal: no width has meaning.
+
+    Every method's kernel matrices are then constant, their centred spectra zero; the rule of
+    thumb is zero and a default grid would divide by it.
+    """
+    if not rule > 0:
+        raise ValueError("select_model: all distances are equal; the data have no spread.")
+    if not sq_distances.max(initial=0.0) > 0:
+        raise ValueError("select_model: all distances are equal; the data have no spread "
+                         f"among the {len(sq_distances)} training rows (they are all the "
+                         "same row); choose training rows that differ")
 
 
 def _spectra(method, seeds, train, sq_distances, moments, grid, k, percentile):
@@ -256,7 +301,7 @@ def select_model(
         2012). ``"shannon"``: ``σ²`` maximising the Shannon entropy of the kernel matrix's values
         (Widjaja et al. 2012), then the number of components by MDD at that ``σ²``.
     sigma2_grid : sequence of float, optional
-        Widths to try, in ``exp(-||x - y||² / (2σ²))``. Default: 20 log-spaced values from a
+        Widths to try (1-D), in ``exp(-||x - y||² / (2σ²))``. Default: 20 log-spaced values from a
         tenth to ten times the rule of thumb eq. (20) (:func:`default_sigma2_grid`); with
         ``training="icf"``, the rule of thumb alone (the pivots depend on ``σ²``, as in the
         paper).
@@ -271,14 +316,17 @@ def select_model(
         The training set: ``n_train`` random rows; ``n_train`` fixed-size landmarks maximising
         the quadratic Renyi entropy (FS2, k-means start); the pivots of an incomplete Cholesky
         factorisation at the rule-of-thumb width (``icf_tol``, at most ``n_train`` pivots); or
-        explicit rows, as indices or as a boolean mask with one entry per row of ``X``.
+        explicit rows, as integer indices or as a boolean mask with one entry per row of
+        ``X`` (floats are refused, not truncated).
     n_train : int, optional
         Training-set size. Default: half the rows (all of them without validation), at most
         1000 — each draw decomposes ``n_train × n_train`` matrices. Not with explicit
         ``training`` rows, which fix the size.
     validation : "rest", None, int, float or array-like, default="rest"
         The points the training distances also run to: every row outside the training set;
-        none; that many (or that fraction of) random rows outside it; or separate data.
+        none; that many (an int) or that fraction (a float in [0, 1]) of random rows outside
+        it; or separate data. ``0`` and ``0.0`` ask for none, as ``None`` does (and so leave
+        the default ``n_train`` at all the rows).
     max_components : int, optional
         Compute only this many leading eigenvalues (default: all ``n_train``); components are
         then counted up to it. At least ``n_components`` when both are given.
@@ -295,6 +343,12 @@ def select_model(
     -------
     ModelSelection
         ``.sigma2``, ``.n_components``, ``.table``, ``.plot()``, ``.to_kpca()``.
+
+    Raises
+    ------
+    ValueError
+        For bad parameters; and, whatever the method, when the data (or the training rows)
+        have no spread: all their points equal, so every kernel matrix is constant.
 
     References
     ----------
@@ -326,8 +380,9 @@ def select_model(
     rule = None
     if isinstance(training, str) and training == "icf":  # the pivots need the width first
         rule = float(compute(0.1 * variances.sum())[0])
-    index, train = _pick_training(Xd, training, n_train, validation is not None, rng_train, rule,
-                                  icf_tol)
+        _check_spread(rule, np.ones(1))
+    index, train = _pick_training(Xd, training, n_train, _has_validation(validation), rng_train,
+                                  rule, icf_tol)
     n_t = index.size
     _check_components(n_components, n_t)
     others, include_train, n_valid = _validation_set(Xd, validation, index, rng_valid)
@@ -339,6 +394,7 @@ def select_model(
     lazy_rule = 0.1 * variances.sum() if rule is None else rule
     train, sq_distances, moments, rule = compute(train, sq_distances, moments, lazy_rule)
     rule = float(rule)
+    _check_spread(rule, sq_distances)
     if sigma2_grid is not None:
         grid = _check_grid(sigma2_grid)
     elif isinstance(training, str) and training == "icf":
