@@ -11,6 +11,7 @@ sets every fitted attribute from the run.
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from .solvers import (
     select_fixed_size,
     select_landmarks,
 )
+from .solvers._components import _outside_dkpca
 from .solvers.nystrom import RCOND, feature_map_rcond
 
 __all__ = [
@@ -184,6 +186,27 @@ def _check_rank(rule: ComponentRule, rank: int, name: str, owner: str) -> None:
         )
 
 
+def _warn_if_fraction_missed(
+    basis: KernelBasis, rule: ComponentRule, solver: str, remedy: str, owner: str
+) -> None:
+    """Warn that an approximate solver's components explain less than the fraction asked for.
+
+    ``rule.select`` keeps every component the solver found when their variance stays below
+    the fraction; its rank (``remedy`` names the parameter to raise) is then what limits the
+    fit, not the data. As :class:`~dkpca.PCA` with ``solver="sketch"``.
+    """
+    if rule.fraction is None:
+        return
+    total = basis.total_variance
+    reached = float(np.sum(basis.eigenvalues)) / total if total > 0 else 1.0
+    if reached < rule.fraction:
+        warnings.warn(
+            f"{owner}: the {len(basis.eigenvalues)} components the {solver} solver found "
+            f"explain {reached:.3g} of the variance, less than n_components={rule.fraction}; "
+            f"all of them are kept. {remedy} is too small for that fraction: raise it, or "
+            f"use solver='exact' or 'randomized'.", UserWarning, stacklevel=_outside_dkpca())
+
+
 def _check_input_space(options: SolverOptions, kernel: Kernel, owner: str) -> None:
     """Refuse what needs the input space when the kernel matrix was given instead."""
     if not isinstance(kernel, PrecomputedKernel):
@@ -285,8 +308,18 @@ def _fit_icf(
             f"{owner}: the kernel's diagonal k(x, x) is 0 on every row (all-zero data for "
             f"{kernel!r}?), so the incomplete Cholesky factorisation has no pivot and gives no "
             f"component; check the input, or use solver='exact'.")
-    if icf.rank >= rank:  # stopped by max_rank, not by the kernel's own (numerical) rank,
-        _check_rank(rule, icf.rank, "the ICF rank", owner)  # below which are zero columns
+    # Stopped by max_rank or by tol, the factorisation truncates the kernel: a count above
+    # its rank is refused. Stopped by the kernel's own (numerical) rank, the components
+    # beyond it are zero columns, as for the other solvers.
+    if icf.stopped_by == "max_rank":
+        _check_rank(rule, icf.rank, "the ICF rank", owner)
+    elif icf.stopped_by == "tol" and rule.count is not None and rule.count > icf.rank:
+        tol = "None (1e-3 of the trace)" if options.tol is None else repr(options.tol)
+        raise ValueError(
+            f"{owner}: n_components={rule.count} exceeds the ICF rank={icf.rank} at which the "
+            f"incomplete Cholesky factorisation met ICF(tol={tol}) (residual trace "
+            f"{icf.trace_history[-1]:.4g}); lower tol, or ask for at most {icf.rank} "
+            f"components.")
     R = None  # fit_nystrom's default: inverse_sqrt(K_PP) with the dtype's cut-off
     if feature_map_rcond(X.dtype) <= RCOND:
         # float64: the factor's L^-T (eqs. 16-19). float32 pivots are well chosen but K_PP's
@@ -295,6 +328,9 @@ def _fit_icf(
         R = scipy.linalg.solve_triangular(icf.factor, np.eye(icf.rank), lower=True).T
     basis, _ = fit_nystrom(kernel, X, icf.pivots, rule, block_bytes=block_bytes, feature_map=R,
                            owner=owner)
+    remedy = (f"ICF(max_rank={options.max_rank!r}) (rank {icf.rank})"
+              if icf.stopped_by == "max_rank" else f"the ICF rank {icf.rank} (lower tol)")
+    _warn_if_fraction_missed(basis, rule, "icf", remedy, owner)
     return basis, icf.n_passes + 1, {"residual_trace_": np.array(icf.trace_history)}
 
 
@@ -340,6 +376,8 @@ def _landmark_run(
         method = options.method if isinstance(options, Nystrom) else "feature_map"
         basis, statistics = fit_nystrom(kernel, X, landmarks, rule, block_bytes=block_bytes,
                                         method=method, owner=owner)
+        name = "nystrom" if isinstance(options, Nystrom) else "fixed_size"
+        _warn_if_fraction_missed(basis, rule, name, f"n_landmarks={landmarks.shape[0]}", owner)
     with np.errstate(divide="ignore", invalid="ignore"):  # zero columns stay zero
         scale = np.where(basis.eigenvalues > 0, 1 / np.sqrt(basis.eigenvalues), 0.0)
     vectors = basis.transform(X) * scale  # lazy: n x k
@@ -383,13 +421,22 @@ def run_solver(
                                    basis_data=basis_data, owner=owner)
         return SolverRun(basis, vectors, 1)
     if isinstance(options, Sketch):
-        sketch = make_sketch(options.kind, options.dim, options.n_hashes, random_state,
-                             n_max=X.shape[0], rule=rule, owner=owner, dim_name="Sketch dim")
+        try:
+            sketch = make_sketch(options.kind, options.dim, options.n_hashes, random_state,
+                                 n_max=X.shape[0], rule=rule, owner=owner, dim_name="Sketch dim")
+        except ValueError as error:  # the sketch's own check (dim, n_hashes) names no owner
+            if str(error).startswith(f"{owner}:"):
+                raise
+            raise ValueError(f"{owner}: Sketch(kind={options.kind!r}, dim={options.dim!r}, "
+                             f"n_hashes={options.n_hashes!r}): {error}; choose a dim that "
+                             f"n_hashes divides.") from None
         basis, vectors = fit_sketch(
             kernel, X, rule, sketch=sketch, block_bytes=block_bytes,
             method=resolve_sketch_method(options, kernel), refine=options.refine,
             basis_data=basis_data, owner=owner,
         )
+        _warn_if_fraction_missed(basis, rule, "sketch", f"Sketch dim={sketch.sketch_dim}",
+                                 owner)
         return SolverRun(basis, vectors, 2 if options.refine else 1)
     if isinstance(options, Nystrom | FixedSize | ICF):
         return _landmark_run(options, kernel, X, rule, random_state=random_state,

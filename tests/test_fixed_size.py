@@ -129,3 +129,11 @@ def test_sparse_data_select_the_landmarks_of_the_dense(selection):
     np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, rtol=1e-10)
     new = scipy.sparse.random(5, 30, density=0.2, format="csr", random_state=1)
     np.testing.assert_allclose(sparse.transform(new), dense.transform(new.toarray()), atol=1e-10)
+
+
+def test_a_variance_fraction_beyond_the_landmarks_warns():
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    with pytest.warns(UserWarning, match="fixed_size solver found .*n_landmarks=20 is too"):
+        model = KernelPCA(0.9, gamma=0.5, solver=FixedSize(n_landmarks=20),
+                          random_state=0).fit(X)
+    assert model.explained_variance_ratio_.sum() < 0.9

@@ -182,3 +182,20 @@ def test_icf_without_a_pivot_says_why(data, kernel, solver, message):
     X = {"normal": X, "small": 1e-3 * X, "zeros": np.zeros((50, 3))}[data]
     with pytest.raises(ValueError, match=message):
         KernelPCA(2, kernel=kernel, solver=solver).fit(X)
+
+
+def test_a_rank_stopped_by_tol_below_the_count_is_an_error():
+    """It padded the count with zero columns although the kernel has more components."""
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    exact = KernelPCA(8, gamma=0.05, solver="exact").fit(X)
+    assert np.all(exact.eigenvalues_ > 0)
+    with pytest.raises(ValueError, match=r"n_components=8 exceeds the ICF rank=\d+ .*"
+                                         r"ICF\(tol=30.0\).*lower tol"):
+        KernelPCA(8, gamma=0.05, solver=ICF(tol=30.0)).fit(X)
+
+
+def test_a_variance_fraction_beyond_the_icf_rank_warns():
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    with pytest.warns(UserWarning, match=r"icf solver found .*ICF\(max_rank=20\)"):
+        model = KernelPCA(0.9, gamma=0.5, solver=ICF(max_rank=20)).fit(X)
+    assert model.explained_variance_ratio_.sum() < 0.9

@@ -188,3 +188,33 @@ def test_the_warning_names_the_count_asked_for():
     with pytest.warns(UserWarning, match="only 19 of the 25 requested components"):
         KernelPCA(25, kernel="rbf", gamma=0.5, solver=Nystrom(n_landmarks=50),
                   remove_zero_eig=True, random_state=0).fit(X)
+
+
+def test_an_indefinite_cut_below_the_count_warns():
+    """Every point a landmark: the positive eigenvalues below the most negative one's
+    magnitude are real components, which the feature map drops; the fit says so."""
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    kernel = Polynomial(degree=2, gamma=0.5, coef0=-1.0)  # three large negative eigenvalues
+    exact = KernelPCA(3, kernel=kernel, solver="exact").fit(X)
+    with pytest.warns(UserWarning, match="not positive semi-definite.*drops .* smaller "
+                                         "positive ones, fewer than n_components=3"):
+        model = KernelPCA(3, kernel=kernel, solver=Nystrom(n_landmarks=300)).fit(X)
+    assert np.count_nonzero(model.eigenvalues_) < np.count_nonzero(exact.eigenvalues_)
+
+
+@pytest.mark.parametrize(("fraction", "warns"), [(0.9, True), (0.3, False)])
+def test_a_variance_fraction_beyond_the_landmarks_warns(fraction, warns):
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    exact = KernelPCA(fraction, gamma=0.5, solver="exact").fit(X)
+    assert exact.explained_variance_ratio_.sum() >= fraction  # the data allow it
+    params = {"gamma": 0.5, "solver": Nystrom(n_landmarks=20), "random_state": 0}
+    if warns:
+        with pytest.warns(UserWarning, match="nystrom solver found .*n_landmarks=20 is too"):
+            model = KernelPCA(fraction, **params).fit(X)
+        assert model.explained_variance_ratio_.sum() < fraction
+    else:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model = KernelPCA(fraction, **params).fit(X)
+        assert model.explained_variance_ratio_.sum() >= fraction

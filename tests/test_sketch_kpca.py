@@ -150,3 +150,33 @@ def test_sketch_warns_when_it_keeps_fewer_components_than_asked():
             kp = KernelPCA(25, solver=solver, gamma=0.5, remove_zero_eig=True,
                            random_state=0).fit(X)
         assert kp.n_components_ == 19
+
+
+def test_covariance_sketch_of_an_indefinite_kernel_keeps_its_positive_part():
+    """sqrt of the eigenvalues of K_c² is |λ|: the most negative pairs came first (294 where
+    the top is 196); the sketch's own sign estimate drops them."""
+    from dkpca.kernels import Polynomial
+
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    kernel = Polynomial(degree=2, gamma=0.5, coef0=-1.0)  # three large negative eigenvalues
+    H = np.eye(300) - 1 / 300
+    K_c = H @ kernel.pairwise(X) @ H
+    top = np.linalg.eigvalsh(K_c)[::-1][:3]
+    model = KernelPCA(3, kernel=kernel, solver=Sketch(dim=300), random_state=0).fit(X)
+    V = model.eigenvectors_
+    assert np.all(np.einsum("ij,ij->j", V, K_c @ V) > 0)  # positive Rayleigh quotients
+    np.testing.assert_allclose(model.eigenvalues_, top, rtol=0.1)  # the sketch's accuracy
+
+
+def test_a_variance_fraction_beyond_the_sketch_warns():
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    with pytest.warns(UserWarning, match="sketch solver found explain .* less than "
+                                         "n_components=0.9.*Sketch dim=20 is too small"):
+        model = KernelPCA(0.9, gamma=0.5, solver=Sketch(dim=20), random_state=0).fit(X)
+    assert model.explained_variance_ratio_.sum() < 0.9
+
+
+def test_a_hashing_dim_that_n_hashes_does_not_divide_names_the_estimator():
+    X = np.random.default_rng(0).normal(size=(100, 3))
+    with pytest.raises(ValueError, match=r"^KernelPCA: Sketch\(.*multiple of n_hashes=2"):
+        KernelPCA(3, solver=Sketch(kind="hashing", dim=21, n_hashes=2)).fit(X)

@@ -79,6 +79,10 @@ class IncompleteCholesky:
         when that came inside a pass.
     n_passes : int
         Passes over the data.
+    stopped_by : {"max_rank", "tol", "rank"}
+        Why pivoting stopped: ``max_rank`` pivots, a residual trace below ``tol``, or the
+        kernel's numerical rank (every residual at the rounding floor, or a residual trace
+        no larger than ``n`` times it), beyond which further components are zero.
     """
 
     kernel: Kernel
@@ -87,6 +91,7 @@ class IncompleteCholesky:
     factor: np.ndarray
     trace_history: list[float] = field(default_factory=list)
     n_passes: int = 0
+    stopped_by: str = "max_rank"
 
     @property
     def rank(self) -> int:
@@ -224,6 +229,7 @@ def incomplete_cholesky(
             tol = 1e-3 * trace if tol is None else tol
         _check_definite(lowest, largest, kernel, owner)
         if trace < tol or pool[0][0] <= floor:
+            factor.stopped_by = "rank" if pool[0][0] <= floor or trace <= n * floor else "tol"
             break
         outside = pool.pop() if len(pool) > pool_size else None
         added, bound = _pivots_from_pool(factor, pool, outside, trace, tol, max_rank, floor,
@@ -232,6 +238,7 @@ def incomplete_cholesky(
                     factor.n_passes, added, factor.rank, trace, bound)
         if bound < tol:
             factor.trace_history.append(bound)
+            factor.stopped_by = "rank" if bound <= n * floor else "tol"
             break
     return factor
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
+import warnings
 from typing import Any
 
 import dask
@@ -46,7 +47,7 @@ from dkpca.linalg import (
 from dkpca.moments import RowStatistics
 
 from ._basis import KernelBasis
-from ._components import ComponentRule, positive_part, zero_padded
+from ._components import ComponentRule, _outside_dkpca, positive_part, zero_padded
 
 __all__ = ["as_landmarks", "feature_map_rcond", "fit_nystrom", "inverse_sqrt", "landmark_statistics",
            "nystrom_basis"]
@@ -81,6 +82,9 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     Directions with eigenvalues below ``rcond`` times the largest are dropped, so duplicate
     landmarks or a low-rank kernel give a thinner, well-conditioned feature map; so are, for
     an indefinite kernel, those below the magnitude of the most negative eigenvalue.
+    That guard can drop real components too (a polynomial kernel with ``coef0 < 0``, whose
+    few negative eigenvalues are large): :func:`nystrom_basis` warns when it leaves fewer
+    directions than the components asked for.
 
     Examples
     --------
@@ -96,6 +100,35 @@ def inverse_sqrt(K: np.ndarray, rcond: float = RCOND) -> np.ndarray:
     # components.
     keep = w > max(w.max() * rcond, -w.min(), 0.0)
     return V[:, keep] / np.sqrt(w[keep])
+
+
+def _warn_if_indefinite_cut(
+    K_LL: np.ndarray, rank: int, count: int, rcond: float, kernel: Kernel, owner: str
+) -> None:
+    """Warn when :func:`inverse_sqrt` kept fewer directions than ``count`` for an indefinite kernel.
+
+    Maintenance note: positive eigenvalues of ``K_LL`` below the magnitude of its most negative
+    are dropped because, for sigmoid kernels and landmarks a subset of the data, their
+    ``1 / sqrt(w)`` turns ``k(x, L)``'s unbounded components there into spurious leading
+    components (the Schur-complement bound of a PSD kernel does not hold). With a large,
+    low-rank negative part (polynomial kernels with ``coef0 < 0``) those eigenvalues are real
+    components, and the fit has fewer than asked for: say so, rather than pad with zeros.
+    """
+    w = np.linalg.eigvalsh(K_LL)
+    scale = float(np.abs(w).max()) if w.size else 0.0
+    positive = int(np.count_nonzero(w > rcond * scale))
+    if positive <= rank:  # only rounding or a rank-deficient K_LL made the cut
+        return
+    warnings.warn(
+        f"{owner}: the landmarks' kernel matrix K(L, L) of {kernel!r} is not positive "
+        f"semi-definite (most negative eigenvalue {w[0]:.3g}); its Nyström feature map keeps "
+        f"the {rank} positive directions above that magnitude and drops {positive - rank} "
+        f"smaller positive ones, fewer than n_components={count}. The missing components "
+        f"are zero or dropped; use solver='exact', 'randomized' or Sketch(refine=True), "
+        f"which handle indefinite kernels.",
+        UserWarning,
+        stacklevel=_outside_dkpca(),
+    )
 
 
 def _check_positive_part(K_LL: np.ndarray, kernel: Kernel, owner: str) -> None:
@@ -427,6 +460,10 @@ def nystrom_basis(
     if R.shape[1] == 0:  # (a GPU fit passes its inverse_sqrt as feature_map)
         _check_positive_part(_landmark_kernel(kernel, landmarks) if landmark_kernel is None
                              else landmark_kernel, kernel, owner)
+    if rule.count is not None and R.shape[1] < rule.count and not kernel.positive_semidefinite:
+        _warn_if_indefinite_cut(
+            _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel,
+            R.shape[1], rule.count, feature_map_rcond(landmarks.dtype), kernel, owner)
     scatter = R.T @ statistics.scatter @ R
     mean = R.T @ statistics.mean  # the mean feature
     scatter = (scatter + scatter.T) / 2

@@ -67,7 +67,9 @@ def fit_sketch(
     method : {"covariance", "nystrom"}, default="covariance"
         Eigenpairs of the sketched kernel map's covariance (the tutorial's Alg. 6), or of the
         single-pass Nyström approximation built from the same sketch (for PSD kernels; see
-        the module docstring).
+        the module docstring). The covariance estimates ``|λ|``: for a kernel not declared
+        positive semi-definite, the pairs whose sketched Rayleigh quotient ``uᵀ Wᵀ K_c W u``
+        is not positive (the kernel's negative eigenvalues) are dropped.
     refine : bool, default=False
         Go beyond the tutorial: a second pass computes the exact Rayleigh–Ritz projection of
         ``K_c`` on the sketched subspace ``span(K_c W)``, so the eigenvalues are exact on that
@@ -131,6 +133,12 @@ def fit_sketch(
     else:
         mu, U = top_eigh(Y.T @ Y, None, overwrite=True)
         keep = mu > max(mu[0], 0.0) * 1e-12
+        if not kernel.positive_semidefinite:
+            # Maintenance note: sqrt(μ) is |λ|, so an indefinite kernel's most negative
+            # eigenpairs would come first. The sketch's own Wᵀ K_c W = Wᵀ Y gives each pair's
+            # sign with no further pass, u ᵀ Wᵀ Y u (the pair's Rayleigh quotient of K_c
+            # seen through W); the negative ones are dropped, the order stays by sqrt(μ).
+            keep &= np.einsum("ij,ij->j", U, (W.T @ Y) @ U) > 0
         mu, U = mu[keep], U[:, keep]
         eigenvalues = np.sqrt(mu)
         vectors = flip_signs(Y @ U / eigenvalues)  # v = Zᵀ u / sqrt(μ)
