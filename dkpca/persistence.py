@@ -29,6 +29,8 @@ in the subgroup ``estimator/``, beside its grids, land masks, weights and traini
 ``{"array": <name>}``, ``{"sparse": <group>, "format": "csr", "shape": [m, d]}``,
 ``{"kernel": <kernel config>}``, ``{"dataclass": <type>, "group": <name>, "fields": {...}}``
 or ``{"strings": [...]}`` (``feature_names_in_``, the columns of a DataFrame fitted on).
+``feature_dims_in_`` (the feature dimensions of a DataArray fitted on) is a ``value``, a list
+of ``[name, size]`` pairs, restored as a tuple of tuples.
 Anything else is refused before anything is written, so a saved model never holds code, and a
 model that cannot be saved leaves no trace at the destination.
 
@@ -54,7 +56,8 @@ its solver. Models of formats 1 and 2 load and transform as before; ``partial_fi
 continue them (they lack the statistics). The ``sparse`` encoding (a ``scipy.sparse`` basis, from sparse training data) did
 not bump it: models with dense arrays are written exactly as before, and only a model with a
 sparse basis uses the new encoding, which a dkpca that predates it refuses with "unknown
-attribute encoding". The same holds for ``strings``, used only by a model fitted on a DataFrame. Nor did ``checksums``: an older dkpca ignores them, and a model of format 1 or 2 without
+attribute encoding". The same holds for ``strings``, used only by a model fitted on a DataFrame, and for
+``feature_dims_in_``, which an older dkpca loads as a plain attribute that it does not use. Nor did ``checksums``: an older dkpca ignores them, and a model of format 1 or 2 without
 them (saved by an older dkpca) is verified as far as it can be. They came before format 3, so
 a model of format 3 or later without them has been altered and is refused as damaged. Models
 are Zarr v3 groups whatever zarr's default format; a model saved as a v2 group (by a dkpca that
@@ -417,6 +420,14 @@ def load(
     return _read_estimator(group, meta, root, location)
 
 
+#: Fitted attributes saved as JSON values whose Python type JSON does not keep: how to restore
+#: it (a malformed value raises, and the model is refused as damaged).
+_RESTORE = {
+    # the feature dimensions of a DataArray fitted on, ((name, size), ...): JSON lists
+    "feature_dims_in_": lambda value: tuple((str(name), int(size)) for name, size in value),
+}
+
+
 def _decode_param(reader: _Reader, encoded: Mapping[str, Any], group: zarr.Group) -> Any:
     """Decode one parameter: an options object's own parameters, or a value or kernel."""
     if "options" not in encoded:
@@ -455,8 +466,8 @@ def _read_estimator(group: zarr.Group, meta: Mapping[str, Any], reader: _Reader,
     whole = reader.whole()
     for key, encoded in meta["attributes"].items():
         try:
-            setattr(model, key, (reader if key in _LAZY_ATTRIBUTES[name] else whole)
-                    .decode(encoded, group))
+            value = (reader if key in _LAZY_ATTRIBUTES[name] else whole).decode(encoded, group)
+            setattr(model, key, _RESTORE[key](value) if key in _RESTORE else value)
         except DamagedModelError:
             raise
         except Exception as err:

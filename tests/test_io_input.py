@@ -218,3 +218,45 @@ def test_transforms_take_unknown_row_chunks(data):
     keep = data[:, 0] > 0
     np.testing.assert_allclose(model.transform(X[X[:, 0] > 0]).compute(),
                                model.transform(data[keep]), rtol=1e-12, atol=1e-12)
+
+
+_CF_ENCODINGS = {
+    "int16 scaled, _FillValue": {"dtype": "int16", "scale_factor": 0.01, "add_offset": 280.0,
+                                 "_FillValue": -9999},
+    "int16 scaled, missing_value": {"dtype": "int16", "scale_factor": 0.01,
+                                    "add_offset": 280.0, "missing_value": -1},
+    "int16, _FillValue": {"dtype": "int16", "_FillValue": -9999},
+    "float32, _FillValue": {"dtype": "float32", "_FillValue": -9999.0},
+}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # xarray casting NaN to int16 at write
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("encoding", list(_CF_ENCODINGS))
+def test_cf_encoded_zarr_is_decoded_as_xarray_decodes_it(tmp_path, zarr_format, encoding):
+    """Packed integers, fill values and missing values read as xarray reads them, lazily."""
+    field = xr.DataArray(np.random.default_rng(3).normal(size=(12, 2, 3)) * 10 + 280,
+                         dims=("time", "lat", "lon"))
+    field[:, 0, 0] = np.nan  # land: written as the fill (or missing) value
+    field[0, 1, 2] = np.nan
+    store = tmp_path / "cf.zarr"
+    field.to_dataset(name="t2m").to_zarr(
+        store, consolidated=False, zarr_format=zarr_format,
+        encoding={"t2m": {**_CF_ENCODINGS[encoding], "chunks": (5, 2, 3)}})
+    expected = xr.open_zarr(store, consolidated=False)["t2m"]
+    Xd = as_dask(store, component="t2m", sample_dim="time", check_finite=False)
+    assert Xd.chunks == ((5, 5, 2), (6,))  # the stored chunks: decoded block by block
+    assert Xd.dtype == expected.dtype
+    np.testing.assert_array_equal(Xd.compute(), expected.values.reshape(12, 6))
+    assert np.isnan(Xd[:, 0].compute()).all()
+    with pytest.raises(ValueError, match="NaN or infinity"):  # the masked land is refused
+        PCA(2).fit(zarr.open_group(store, mode="r")["t2m"])
+
+
+def test_zarr_without_cf_attributes_is_read_as_stored(tmp_path):
+    """Zarr's own fill value (0 by default) masks nothing outside xarray's v2 convention."""
+    X = np.arange(12.0).reshape(4, 3)  # holds a 0
+    for fmt in (2, 3):
+        array = zarr.create_array(tmp_path / f"plain{fmt}.zarr", data=X.astype(np.int16),
+                                  fill_value=0, zarr_format=fmt)
+        np.testing.assert_array_equal(as_dask(array).compute(), X)

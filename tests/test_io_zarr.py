@@ -215,3 +215,15 @@ def test_groups_are_zarr_v3_whatever_zarrs_default_format(tmp_path):
         reopened = zarr.open_group(tmp_path / "out.zarr", mode="r")
         assert reopened.metadata.zarr_format == 3
         assert reopened["y"].metadata.dimension_names == ("sample", "component")
+
+
+def test_store_array_refuses_unknown_chunk_sizes_with_the_fix():
+    group = zarr.open_group("memory://io-zarr/unknown.zarr", mode="w")
+    X = da.from_array(np.arange(40.0).reshape(20, 2), chunks=(7, 2))
+    masked = X[X[:, 0] >= 10]
+    with pytest.raises(ValueError, match=r"store_array: cannot store 'kept': .*unknown chunk "
+                       r"sizes.*data = data\.compute_chunk_sizes\(\)"):
+        store_array(group, "kept", masked)
+    assert "kept" not in group  # refused before anything was created
+    compute(store_array(group, "kept", masked.compute_chunk_sizes()))
+    np.testing.assert_array_equal(group["kept"][:], X[X[:, 0] >= 10].compute())

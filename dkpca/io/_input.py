@@ -5,7 +5,8 @@ input: a 2-D ``(n_samples, n_features)`` floating dask array whose rows are the 
 whose features sit in one chunk. Inputs: numpy arrays (and nested sequences), dask arrays, xarray
 DataArrays (a sample dimension; every other dimension stacked into features), Zarr arrays, and
 Zarr paths or URLs (``file://``, ``memory://`` and any fsspec protocol whose package is
-installed), optionally naming an array inside a group.
+installed), optionally naming an array inside a group. Zarr arrays are CF-decoded as xarray
+decodes them (fill values to NaN, scale factor and offset applied; see :func:`as_dask`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse
@@ -24,7 +24,9 @@ import xarray as xr
 import zarr
 
 from dkpca._typing import ArrayLike
+from dkpca.io._cf import cf_decoded, cf_encoding
 from dkpca.io._completion import require_complete
+from dkpca.io._finite import finite_block, nonfinite_message
 from dkpca.io._location import Location
 from dkpca.io._views import view_blocks
 
@@ -176,7 +178,8 @@ def _zarr_to_dask(array: zarr.Array, sample_dim: str | None) -> da.Array:
     axis = _sample_axis(_dimension_names(array), array.ndim, sample_dim, "the Zarr array")
     stored = array.shards or array.chunks  # a shard is the unit one task should read
     chunks = tuple(stored[i] if i == axis else -1 for i in range(array.ndim))
-    return _rows_first(da.from_zarr(array, chunks=chunks), axis)
+    data = cf_decoded(da.from_zarr(array, chunks=chunks), cf_encoding(array))
+    return _rows_first(data, axis)
 
 
 def _dataarray_to_2d(data: xr.DataArray, sample_dim: str | None) -> Any:
@@ -231,46 +234,6 @@ def _sparse_rows(X: Any, name: str, check_finite: bool) -> Any:
     if check_finite and not np.isfinite(X.data).all():
         raise ValueError(nonfinite_message(X, name))
     return X
-
-
-def nonfinite_message(X: Any, name: str = "X") -> str:
-    """Return the error message for ``X`` holding NaN or infinity, naming the first such row.
-
-    Lazy data is read once more for it: this is for the error path of a fit whose statistics
-    showed non-finite values. Where every value is finite the statistics overflowed, and
-    the message says so.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.ones((5, 2))
-    >>> X[3, 1] = np.nan
-    >>> nonfinite_message(X)[:44]
-    'X contains NaN or infinity at row 3 (the fir'
-    """
-    if isinstance(X, da.Array):
-        bad = X.map_blocks(_nonfinite_rows, drop_axis=1, dtype=bool, meta=np.zeros(0, bool))
-        first, found = dask.compute(bad.argmax(), bad.any())
-        row = int(first) if found else None
-    else:
-        rows = np.flatnonzero(_nonfinite_rows(X))
-        row = int(rows[0]) if rows.size else None
-    if row is None:
-        return (f"{name} is finite, but its sums overflowed: its values are too large for "
-                f"{np.dtype(X.dtype).name}; rescale them (StandardScaler, say).")
-    return (f"{name} contains NaN or infinity at row {row} (the first such row); remove or "
-            "impute those values first.")
-
-
-def _nonfinite_rows(block: Any) -> np.ndarray:
-    """Return one flag per row of ``block`` (dense or sparse): does it hold NaN or infinity."""
-    if scipy.sparse.issparse(block):
-        block = scipy.sparse.csr_matrix(block)
-        flags = np.zeros(block.shape[0], dtype=bool)
-        rows = np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))
-        flags[rows[~np.isfinite(block.data)]] = True
-        return flags
-    return ~np.isfinite(np.asarray(block)).all(axis=1)
 
 
 def _empty_message(name: str, shape: tuple[int, ...]) -> str:
@@ -347,27 +310,9 @@ def as_array(
     if X.numblocks[1] != 1:
         X = X.rechunk({1: -1})
     if check_finite:
-        X = X.map_blocks(_finite_block, label=name, dtype=X.dtype, meta=X._meta,
+        X = X.map_blocks(finite_block, label=name, dtype=X.dtype, meta=X._meta,
                          token="dkpca-check-finite")
     return X
-
-
-def _finite_block(block: Any, label: str, block_info: dict | None = None) -> Any:
-    """Return ``block`` unchanged, or raise naming its first row with NaN or infinity.
-
-    Lazy input is checked as its chunks are computed, in the task that reads them, so the
-    check costs no pass of its own and catches what numpy input's check catches. Which block
-    fails first depends on the order the tasks ran in, so the row named is the first of its
-    block, not necessarily of the data.
-    """
-    flags = _nonfinite_rows(block)
-    if not flags.any():
-        return block
-    first = int(np.flatnonzero(flags)[0])
-    start, stop = block_info[0]["array-location"][0] if block_info else (0, block.shape[0])
-    raise ValueError(f"{label} contains NaN or infinity at row {start + first} (the first in "
-                     f"rows {start} to {stop - 1}; other rows may hold more); remove or impute "
-                     "those values first.")
 
 
 def as_dask(
@@ -414,6 +359,18 @@ def as_dask(
         on-disk chunks (or shards) become the row chunks. In-memory input whose dtype is kept
         is not copied: its blocks are views of the caller's array (see
         ``dkpca.io._views.view_blocks``).
+
+    Notes
+    -----
+    A Zarr array is CF-decoded as xarray reads it (``xarray.open_zarr``), lazily, block by
+    block: values equal to its ``_FillValue`` or ``missing_value`` become NaN, then its
+    ``scale_factor`` and ``add_offset`` apply, so that integers packed by
+    ``Dataset.to_zarr(encoding=...)`` come back as the physical values, in float64 (float32
+    for an int8 or int16 array with a ``_FillValue`` but no scale or offset). The fill value is
+    the ``_FillValue`` attribute of a Zarr v3 array, and the ``fill_value`` of a Zarr v2 array
+    written by xarray (one with the ``_ARRAY_DIMENSIONS`` attribute); an array without these
+    attributes is read as stored. NaN from masked values is refused like any other NaN (with
+    ``check_finite``, when the data is computed): mask such data with :mod:`dkpca.xarray`.
 
     Raises
     ------

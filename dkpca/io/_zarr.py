@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -269,6 +270,12 @@ def store_array(
     of the same result, in one pass) to write. Each task writes whole Zarr chunks, so a task
     recomputed after a lost worker rewrites the same bytes.
 
+    Raises
+    ------
+    ValueError
+        Dask data with unknown chunk sizes (from boolean indexing): the message gives the fix,
+        ``data = data.compute_chunk_sizes()``.
+
     Examples
     --------
     >>> import dask.array as da
@@ -284,6 +291,11 @@ def store_array(
     if not isinstance(data, da.Array):
         group.create_array(name, data=np.asarray(data), **options)
         return None
+    if any(math.isnan(size) for sizes in data.chunks for size in sizes):
+        raise ValueError(
+            f"store_array: cannot store {name!r}: data has unknown chunk sizes (shape "
+            f"{data.shape}, chunks {data.chunks}), as boolean indexing gives; compute them "
+            f"first with data = data.compute_chunk_sizes() (one pass over the data).")
     rows = max(data.chunks[0]) if data.shape[0] else 1
     data = data.rechunk((rows, *data.shape[1:]))  # regular chunks, one per task
     array = group.create_array(
