@@ -417,6 +417,41 @@ EARLY = {
     "transform with a FieldModel": (["transform", "{tmp}/field.zarr", "{tmp}/data.zarr",
                                      "--component", "X", "--out", "{tmp}/s.zarr"],
                                     "holds a FieldModel (from dkpca fields)"),
+    # an output where the command reads: --overwrite replaced the data it was reading
+    "transform: --out at INPUT": (["transform", "{tmp}/model.zarr", "{tmp}/wide.zarr", "--out",
+                                   "{tmp}/./wide.zarr/", "--overwrite"],
+                                  ("--out {tmp}/./wide.zarr/ and INPUT {tmp}/wide.zarr name "
+                                   "the same place: the output would replace what the command "
+                                   "reads")),
+    "denoise: --out at MODEL": (["denoise", "{tmp}/model.zarr", "{tmp}/data.zarr", "--component",
+                                 "X", "--out", "{tmp}/model.zarr", "--overwrite"],
+                                "--out {tmp}/model.zarr and MODEL {tmp}/model.zarr name the same"),
+    "fit: --out at INPUT's component": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
+                                         "{tmp}/data.zarr/X", "--overwrite"],
+                                        "and INPUT {tmp}/data.zarr --component X name the same"),
+    "fit: --out over INPUT": (["fit", "{tmp}/data.zarr", "--component", "X", "--out",
+                               "{tmp}/data.zarr", "--overwrite"], "name one inside the other"),
+    "fields: --out at INPUT": (["fields", "{tmp}/data.zarr", "--out", "{tmp}/data.zarr",
+                                "--overwrite"], "and INPUT {tmp}/data.zarr name the same"),
+    "select: table at INPUT": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                                "{tmp}/p.png", "--table", "{tmp}/data.zarr", "--overwrite"],
+                               "--table {tmp}/data.zarr and INPUT {tmp}/data.zarr --component X"),
+    "select: plot format": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                             "{tmp}/sel.xyz"],
+                            "--plot {tmp}/sel.xyz: matplotlib cannot write .xyz figures"),
+    "select: icf-tol without icf": (["select", "{tmp}/data.zarr", "--component", "X", "--plot",
+                                     "{tmp}/p.png", "--icf-tol", "0.1"],
+                                    "--icf-tol applies to --training icf, not --training random"),
+    "fit: learned pre-image without its fit": (["fit", "{tmp}/data.zarr", "--component", "X",
+                                                "--out", "{tmp}/m.zarr", "--preimage",
+                                                "learned"],
+                                               "--preimage learned needs --fit-inverse-transform"),
+    "fields: learned pre-image without its fit": (["fields", "{tmp}/data.zarr", "--out",
+                                                   "{tmp}/r.zarr", "--method", "kpca",
+                                                   "--preimage", "learned"],
+                                                  "--preimage learned needs"),
+    "demo: folder that cannot be made": (["demo", "--out", "/proc/demo"],
+                                         "--out: cannot write /proc/demo"),
 }
 
 
@@ -595,3 +630,153 @@ def test_the_kernel_choices_do_not_depend_on_what_was_imported(capsys):
                                    "--kernel", "precomputed"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'precomputed'" in capsys.readouterr().err
+
+
+def _no_cluster(monkeypatch):
+    """Run the commands' computations on dask's local scheduler: no cluster starts."""
+    import contextlib
+
+    import dkpca.cli._commands
+    import dkpca.cli._shared
+
+    for module in (dkpca.cli._commands, dkpca.cli._shared):
+        monkeypatch.setattr(module, "cluster", lambda options: contextlib.nullcontext())
+
+
+@pytest.mark.parametrize("command", ["fit", "transform"])
+def test_a_damaged_input_chunk_is_one_line_that_names_it(command, saved_model, tmp_path,
+                                                         capsys, monkeypatch):
+    """The codecs' error for a chunk they cannot decode (numcodecs' ``RuntimeError: Zstd
+    decompression error``) ended the command with status 1 and a 93-line traceback."""
+    _no_cluster(monkeypatch)
+    data, out = tmp_path / "data.zarr", tmp_path / "out.zarr"
+    (data / "X" / "c" / "2" / "0").write_bytes(b"garbage\n")
+    argv = {"fit": ["fit", str(data), "--n-components", "2", "--solver", "exact"],
+            "transform": ["transform", str(saved_model), str(data)]}[command]
+    status = main([*argv, "--component", "X", "--out", str(out), "--quiet"])
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert status == 2 and len(lines) == 1, captured.err
+    assert lines[0].startswith(f"dkpca: error: cannot read {data}/X/c/2/0, a chunk of the input")
+    assert not out.exists() and captured.out == ""
+
+
+def test_only_a_chunk_that_fails_on_its_own_is_named():
+    """A read that fails for another reason than a chunk keeps its own error."""
+    from dkpca.cli._reading import InputArray
+
+    array = zarr.create_array("memory://test/reading.zarr", data=np.ones((4, 2)), chunks=(2, 2),
+                              overwrite=True)
+    wrapped = InputArray(array, "reading.zarr")
+    np.testing.assert_array_equal(wrapped[1:3], array[1:3])
+    with pytest.raises(IndexError) as error:  # out of bounds: nothing is damaged
+        wrapped[(slice(0, 2), 5)]
+    assert not isinstance(error.value, ValueError)
+
+
+@pytest.mark.parametrize("damaged", ["zarr.json", "X/zarr.json"])
+def test_damaged_input_metadata_names_the_file(damaged, store, tmp_path, capsys):
+    import json
+
+    path, _ = store
+    (path / damaged).write_text("{bad json")
+    with pytest.raises(json.JSONDecodeError) as reference:
+        json.loads("{bad json")
+    status = main(["fit", str(path), "--component", "X", "--out", str(tmp_path / "m.zarr"),
+                   "--quiet"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1
+    assert lines[0].startswith(f"dkpca: error: {path}/{damaged} is not valid Zarr metadata "
+                               f"({reference.value})")
+
+
+def test_an_output_beside_the_input_in_its_group_is_not_refused(store):
+    """The input is the array --component names: an output elsewhere in its group is allowed."""
+    from argparse import Namespace
+
+    from dkpca.cli._shared import check_outputs
+
+    path, _ = store
+    args = Namespace(input=str(path), component="X", overwrite=False, storage_options=None)
+    check_outputs(args, {"--out": str(path / "scores.zarr")})
+
+
+def test_sigterm_while_the_parser_is_built_is_an_interrupt(monkeypatch, capsys):
+    """The handler was installed after the parser's imports: a SIGTERM then ended the command
+    with status 143, not 130."""
+    import os
+    import signal
+    import time
+
+    import dkpca.cli._main
+
+    def before_main(signum, frame):
+        raise AssertionError("SIGTERM reached the handler that was there before main")
+
+    def build_parser():
+        os.kill(os.getpid(), signal.SIGTERM)  # what a batch system sends to stop a job
+        time.sleep(10)  # the handler interrupts this
+        raise AssertionError("SIGTERM did not interrupt the command")
+
+    monkeypatch.setattr(dkpca.cli._main, "build_parser", build_parser)
+    previous = signal.signal(signal.SIGTERM, before_main)
+    try:
+        status = main(["info", "model.zarr"])
+        assert signal.getsignal(signal.SIGTERM) is before_main  # restored
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert status == 130
+    assert capsys.readouterr().err.strip() == "dkpca: interrupted; no output was written"
+
+
+@pytest.mark.distributed
+def test_an_interrupt_while_the_cluster_starts_closes_it_and_its_workers(monkeypatch):
+    """Interrupted while starting, LocalCluster held a worker it had created but not yet listed;
+    distributed's exit hook then failed on it (``AssertionError: Status.init``)."""
+    import contextlib
+
+    from distributed import LocalCluster, Worker
+    from distributed.core import Status
+
+    import dkpca.cluster
+    from dkpca.cli._shared import cluster
+
+    started = {}
+
+    @contextlib.contextmanager
+    def interrupted_start(**options):
+        local = LocalCluster(n_workers=0, processes=False, dashboard_address=":0")
+
+        async def create_worker():  # as the start does; the interrupt comes before it is awaited
+            worker = Worker(local.scheduler.address, nthreads=1)
+            local._created.add(worker)
+            return worker
+
+        started["cluster"], started["worker"] = local, local.sync(create_worker)
+        raise KeyboardInterrupt  # what the SIGTERM handler raises
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(dkpca.cluster, "connect", interrupted_start)
+    with pytest.raises(KeyboardInterrupt), cluster({"scheduler": None}):
+        pass  # pragma: no cover
+    assert started["worker"].status == Status.closed
+    assert started["cluster"].status == Status.closed
+
+
+def test_an_indefinite_kernel_is_said_so_rather_than_a_share_over_100_percent(
+        store, tmp_path, capsys, monkeypatch):
+    """A sigmoid kernel's leading eigenvalues exceed its trace: the summary said "3 components
+    explaining 127.1% of the variance"."""
+    _no_cluster(monkeypatch)
+    path, X = store
+    reference = dkpca.KernelPCA(3, kernel="sigmoid", gamma=0.2, solver="exact").fit(X)
+    assert reference.explained_variance_ratio_.sum() > 1  # the case this test is about
+    model = tmp_path / "sigmoid.zarr"
+    assert main(["fit", str(path), "--component", "X", "--out", str(model), "--kernel",
+                 "sigmoid", "--gamma", "0.2", "--n-components", "3", "--solver", "exact",
+                 "--quiet"]) == 0
+    assert main(["info", str(model), "--quiet"]) == 0
+    fitted_line, info_line = capsys.readouterr().out.strip().splitlines()
+    said = "3 components (the kernel is indefinite: their shares of its trace exceed 100%)"
+    assert said in fitted_line and info_line == f"KernelPCA with {said}"
+    assert "of the variance" not in fitted_line

@@ -18,12 +18,16 @@ from dkpca._errors import (
     UsageError,
 )
 from dkpca.cli._shared import (
+    check_figure_format,
     check_incremental,
     check_outputs,
     check_writable,
     client_options,
     cluster,
+    explaining,
+    first_line,
     fitted,
+    indefinite,
     kernel_pca,
     load_array_model,
     model_description,
@@ -35,6 +39,7 @@ from dkpca.cli._shared import (
     storage,
     write_rows,
 )
+from dkpca.cli._signals import closing_clusters_on_interrupt
 
 logger = logging.getLogger("dkpca")
 
@@ -55,9 +60,8 @@ def _fit(args: argparse.Namespace) -> str:
     if not args.quiet:
         print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)
     return (f"fitted {model.kernel_!r} kernel PCA ({model.solver_}) on {X.shape[0]} x "
-            f"{X.shape[1]}: {model.n_components_} components explaining "
-            f"{model.explained_variance_ratio_.sum():.1%} of the variance, in {elapsed:.1f} s; "
-            f"model: {args.out}")
+            f"{X.shape[1]}: {explaining(model.n_components_, model.explained_variance_ratio_)}, "
+            f"in {elapsed:.1f} s; model: {args.out}")
 
 
 def _update(args: argparse.Namespace) -> str:
@@ -100,8 +104,8 @@ def _update(args: argparse.Namespace) -> str:
     kind = (f"{model.kernel_!r} kernel PCA ({model.solver_})" if hasattr(model, "kernel_")
             else f"{name} ({model.solver_})")
     return (f"updated {kind} with {X.shape[0]} rows of {args.input}: "
-            f"{model.n_samples_seen_} rows seen, {model.n_components_} components explaining "
-            f"{ratios.sum():.1%} of the variance, in {elapsed:.1f} s; model: {destination}")
+            f"{model.n_samples_seen_} rows seen, {explaining(model.n_components_, ratios)}, in "
+            f"{elapsed:.1f} s; model: {destination}")
 
 
 def _select(args: argparse.Namespace) -> str:
@@ -111,6 +115,9 @@ def _select(args: argparse.Namespace) -> str:
 
     plot = args.plot
     check_outputs(args, {"--plot": plot, "--table": args.table})
+    check_figure_format("--plot", plot)
+    if args.icf_tol is not None and args.training != "icf":  # refused, not ignored
+        raise UsageError(f"--icf-tol applies to --training icf, not --training {args.training}")
     # select_model's own first checks, made before the cluster starts
     params = {"method": args.method, "n_components": args.n_components,
               "n_draws": args.n_draws, "percentile": args.percentile,
@@ -236,8 +243,43 @@ def _info(args: argparse.Namespace) -> str:
     if eigenvalues is not None and ratios is not None and not args.quiet:
         print_eigenvalues(eigenvalues, ratios)
     n_components = fitted(model, "n_components_")
-    share = f" ({ratios.sum():.1%} of the variance)" if ratios is not None else ""
+    share = "" if ratios is None else f" ({ratios.sum():.1%} of the variance)"
+    if indefinite(ratios):
+        share = " (the kernel is indefinite: their shares of its trace exceed 100%)"
     return f"{type(model).__name__} with {or_unknown(n_components)} components{share}"
+
+
+#: The figures ``dkpca demo`` writes in its ``--out`` folder (:func:`dkpca._demo.run_demo`).
+DEMO_FIGURES = ("model-selection.png", "kpca-rings.png", "denoise-rings.png")
+
+
+def _check_demo_folder(out: Any) -> None:
+    """Check, before any work, that ``demo`` can write its figures in the folder ``out``.
+
+    As every command checks its outputs (:func:`dkpca.io.check_destination`, which tries to
+    write rather than trusting permission bits: root passes those even for ``/proc``): each
+    figure in an existing folder may be replaced; a missing folder must be creatable where
+    it would go. A file at ``out`` is left to the demo, which names it.
+    """
+    from pathlib import Path
+
+    from dkpca.io import check_destination
+
+    folder = Path(out)
+    if folder.is_dir():
+        targets, overwrite = [folder / name for name in DEMO_FIGURES], True
+    elif not folder.exists():
+        first = folder  # the first folder mkdir would create
+        while not first.parent.exists() and first.parent != first:
+            first = first.parent
+        targets, overwrite = [first], False
+    else:
+        return
+    for target in targets:
+        try:
+            check_destination(target, overwrite=overwrite)
+        except OSError as err:
+            raise type(err)(f"--out: {first_line(err)}") from err
 
 
 def _silent(*_args: object) -> None:
@@ -252,7 +294,9 @@ def run_command(args: argparse.Namespace) -> str:
     if args.command == "demo":
         from dkpca._demo import run_demo
 
-        model, summary = run_demo(args, client_options(args))
+        _check_demo_folder(args.out)
+        with closing_clusters_on_interrupt():
+            model, summary = run_demo(args, client_options(args))
         if not args.quiet:
             print("eigenvalues of the centred kernel matrix:")
             print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)

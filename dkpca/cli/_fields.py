@@ -74,16 +74,22 @@ def _refuse_kernel_options(args: argparse.Namespace) -> None:
 
 def _fields(args: argparse.Namespace) -> Any:
     """Open the input group (lazily) and return the variables to fit."""
+    import json
+
     import xarray as xr
     import zarr
 
     from dkpca._errors import UsageError
+    from dkpca.cli._reading import damaged_metadata
     from dkpca.io import Location, require_complete, url_options
 
     options = url_options(args.input, args.storage_options)
-    require_complete(Location(args.input, options))
+    location = Location(args.input, options)
+    require_complete(location)
     try:
         ds = xr.open_zarr(args.input, consolidated=False, storage_options=options)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:  # name the file at fault
+        raise damaged_metadata(*location.filesystem(), args.input, None, err) from err
     except zarr.errors.ContainsArrayError:
         raise UsageError(f"{args.input} is a Zarr array; dkpca fields needs a group written by "
                          f"xarray (Dataset.to_zarr), with dimension names; for a plain array "

@@ -5,9 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-import threading
 from collections.abc import Sequence
-from typing import Any
 
 import dask
 
@@ -21,6 +19,7 @@ from dkpca._errors import (
 )
 from dkpca.cli._arguments import build_parser
 from dkpca.cli._commands import run_command
+from dkpca.cli._signals import interrupt_on_sigterm
 
 logger = logging.getLogger("dkpca")
 
@@ -34,18 +33,33 @@ _USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, Permi
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dkpca`` command; return its exit status.
 
+    SIGTERM is treated as Ctrl-C from the first line on, before the parser's imports (a
+    second or so), so that from then on it ends the command with status 130, not 143.
+
     Examples
     --------
     >>> main(["demo", "--n-samples", "300", "--quiet"])  # doctest: +SKIP
     0
     """
+    previous_sigterm = interrupt_on_sigterm()
+    try:
+        return _parse_and_run(argv)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
+        print("dkpca: interrupted; no output was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
+    """Parse ``argv``, run the command, print its summary; return the exit status."""
     args = build_parser().parse_args(argv)
     device = getattr(args, "device", "cpu")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     logger.addHandler(handler)  # dkpca's progress only; dask's own logs stay at their level
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
-    previous_sigterm = _interrupt_on_sigterm()
     try:
         if device == "cuda" and getattr(args, "scheduler", None) is None:
             # before the embedded cluster starts (its workers use this machine's GPU): a
@@ -61,27 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"dkpca: error: {message}", file=sys.stderr)
         return EXIT_TRANSIENT if isinstance(err, TransientError) else EXIT_USAGE
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
-        print("dkpca: interrupted; no output was written", file=sys.stderr)
-        return EXIT_INTERRUPTED
     finally:
         logger.removeHandler(handler)
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
     print(summary)
     return 0
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def _interrupt_on_sigterm() -> Any:
-    """Treat SIGTERM (Kubernetes, batch systems) like Ctrl-C, so outputs are cleaned up.
-
-    Returns the previous handler, or ``None`` where handlers cannot be set (not the main
-    thread).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import time
@@ -45,10 +46,11 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def cluster(options: dict[str, Any]) -> Iterator[None]:
+    from dkpca.cli._signals import closing_clusters_on_interrupt
     from dkpca.cluster import connect
     from dkpca.io import stop_writers_before_cleanup
 
-    with connect(**options) as client:
+    with closing_clusters_on_interrupt(), connect(**options) as client:
         logger.info("dashboard: %s", client.dashboard_link)
         # An interrupted or failed write closes an embedded cluster before it removes its
         # partial output, so that no task still running can write into it afterwards.
@@ -71,11 +73,24 @@ def storage(args: argparse.Namespace, place: Any) -> Any:
 
 
 def open_input(args: argparse.Namespace) -> tuple[Any, Any]:
-    """Return the input as a dask array, and the Zarr array it reads."""
-    from dkpca.io import as_dask, open_zarr
+    """Return the input as a dask array, and the Zarr array it reads.
 
-    array = open_zarr(args.input, component=args.component,
-                      storage_options=storage(args, args.input))
+    A read that fails on a damaged chunk, and metadata that is not JSON, are reported as a
+    ``ValueError`` that names the chunk or the metadata file (:mod:`dkpca.cli._reading`).
+    """
+    from dkpca.cli._reading import InputArray, damaged_metadata
+    from dkpca.io import Location, as_dask, open_zarr
+
+    options = storage(args, args.input)
+    try:
+        array = open_zarr(args.input, component=args.component, storage_options=options)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        fs, root = Location(args.input, options).filesystem()
+        raise damaged_metadata(fs, root, args.input, args.component, err) from err
+    label = str(args.input).rstrip("/")
+    if args.component is not None:
+        label = f"{label}/{args.component.strip('/')}"
+    array = InputArray(array, label)
     return as_dask(array, sample_dim=args.sample_dim), array
 
 
@@ -84,7 +99,8 @@ def kernel_pca(args: argparse.Namespace) -> Any:
 
     The checks are those ``fit`` makes first (the parameters' ranges, then their combination,
     such as ``--gamma`` with ``--sigma2``), made here so that a mistake is reported before
-    the cluster starts.
+    the cluster starts; and ``--preimage learned`` without ``--fit-inverse-transform``,
+    which ``fit`` accepts but whose model could never denoise.
     """
     from dkpca._estimator import parse_size
     from dkpca.decomposition import KernelPCA
@@ -97,6 +113,10 @@ def kernel_pca(args: argparse.Namespace) -> Any:
         fit_inverse_transform=args.fit_inverse_transform, alpha=args.alpha,
     )
     model._validate_params()
+    if args.preimage == "learned" and not args.fit_inverse_transform:
+        # the learned pre-image is fitted with the model: without it, it can never denoise
+        raise UsageError("--preimage learned needs --fit-inverse-transform, which fits it with "
+                         "the model; add it, or leave --preimage auto")
     model._resolve_kernel(1)  # n_features only fills in the default gamma; nothing checks it
     if args.max_memory != "auto":  # a size fit would parse only after the cluster starts
         parse_size(args.max_memory, "max_memory", "KernelPCA")
@@ -138,8 +158,11 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:
     """Check every output the command will write (``{option: destination}``), before any work.
 
     A destination that exists without ``--overwrite``, a folder that does not exist or cannot
-    be written, two outputs at the same place (or one inside the other): each stops the
-    command here, in one line that names the option.
+    be written, two outputs at the same place (or one inside the other), an output at the
+    place of what the command reads (INPUT, with its ``--component``, or MODEL; or one inside
+    the other), which ``--overwrite`` would replace while it is read: each stops the command
+    here, in one line that names the option. (``update`` writes MODEL in place on purpose: it
+    checks that case itself, before calling this.)
     """
     from dkpca.io import check_destination
 
@@ -147,10 +170,17 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:
     places = {option: _place(args, place) for option, place in given.items()}
     for i, (option, place) in enumerate(places.items()):
         for other, there in list(places.items())[i + 1:]:
-            if place == there or there.startswith(place + "/") or place.startswith(there + "/"):
-                how = "the same place" if place == there else "one inside the other"
+            how = _overlap(place, there)
+            if how:
                 raise UsageError(f"{option} {given[option]} and {other} {given[other]} name "
                                  f"{how}; give each output a place of its own")
+    for name, (shown, there) in _read_places(args).items():
+        for option, place in places.items():
+            how = _overlap(place, there)
+            if how:
+                raise UsageError(f"{option} {given[option]} and {name} {shown} name {how}: "
+                                 f"the output would replace what the command reads; give "
+                                 f"{option} another place")
     for option, destination in outputs.items():
         if destination is None:
             continue
@@ -159,6 +189,61 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Any]) -> None:
                               storage_options=storage(args, destination))
         except OSError as err:  # exists, unwritable, not a folder: name the option to change
             raise type(err)(f"{option}: {first_line(err)}") from err
+
+
+def _overlap(place: str, there: str) -> str:
+    """Say how two places overlap: the same place, one inside the other, or not (``""``)."""
+    if place == there:
+        return "the same place"
+    if there.startswith(place + "/") or place.startswith(there + "/"):
+        return "one inside the other"
+    return ""
+
+
+def _read_places(args: argparse.Namespace) -> dict[str, tuple[str, str]]:
+    """Return what the command reads: ``{name: (as given, normalised place)}``.
+
+    INPUT's place is that of the array it reads (``--component`` inside the group), so that
+    an output beside it in the same group is allowed, and one over it is not.
+    """
+    read = {}
+    model = getattr(args, "model", None)
+    if model is not None:
+        read["MODEL"] = (str(model), _place(args, model))
+    source = getattr(args, "input", None)
+    if source is not None:
+        component = (getattr(args, "component", None) or "").strip("/")
+        place = _place(args, source)
+        shown = f"{source} --component {component}" if component else str(source)
+        read["INPUT"] = (shown, f"{place}/{component}" if component else place)
+    return read
+
+
+def check_figure_format(option: str, path: Any) -> None:
+    """Refuse a figure path whose suffix matplotlib cannot write, before any work.
+
+    The format is the suffix's, PNG without one, as :meth:`dkpca.ModelSelection.plot` writes
+    it; the formats are matplotlib's (``FigureCanvasBase.get_supported_filetypes``).
+
+    Examples
+    --------
+    >>> check_figure_format("--plot", "selection.svg")
+    >>> check_figure_format("--plot", "selection")  # PNG
+    >>> check_figure_format("--plot", "selection.xyz")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dkpca._errors.UsageError: --plot selection.xyz: matplotlib cannot write .xyz figures; ...
+    """
+    import posixpath
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = posixpath.splitext(os.fspath(path))[1].lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if (suffix or "png") not in formats:
+        raise UsageError(f"{option} {path}: matplotlib cannot write .{suffix} figures; end it "
+                         f"in one of {', '.join('.' + f for f in sorted(formats))} (no "
+                         f"suffix: PNG)")
 
 
 def _place(args: argparse.Namespace, destination: Any) -> str:
@@ -218,11 +303,11 @@ def check_incremental(args: argparse.Namespace) -> None:
 
 
 def same_place(args: argparse.Namespace, first: Any, second: Any) -> bool:
-    """Tell whether two paths or URLs name the same store (``--out`` may name MODEL itself)."""
-    from dkpca.io import Location
+    """Tell whether two paths or URLs name the same store (``--out`` may name MODEL itself).
 
-    return (Location(first, storage(args, first)).store
-            == Location(second, storage(args, second)).store)
+    However spelled: ``./m.zarr``, ``m.zarr/``, a symbolic link to it (see :func:`_place`).
+    """
+    return _place(args, first) == _place(args, second)
 
 
 def check_writable(args: argparse.Namespace, name: str, destination: Any) -> None:
@@ -257,6 +342,33 @@ def print_selection(result: Any) -> None:
         if count >= 0:
             mark = "  <- chosen" if sigma2 == result.sigma2 else ""
             print(f"{sigma2:10.4g}  {count:10d}  {info:11.4g}{mark}")
+
+
+def explaining(n_components: Any, ratios: Any) -> str:
+    """Return ``"N components explaining P% of the variance"`` for a summary line.
+
+    An indefinite kernel (sigmoid, for instance) has negative eigenvalues, so the leading
+    ones can add up to more than its trace, and their "shares of the variance" to more than
+    100%: that is said instead of a share that cannot be one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> explaining(2, np.array([0.5, 0.25]))
+    '2 components explaining 75.0% of the variance'
+    >>> explaining(2, np.array([0.9, 0.4]))
+    '2 components (the kernel is indefinite: their shares of its trace exceed 100%)'
+    """
+    if indefinite(ratios):
+        return (f"{n_components} components (the kernel is indefinite: their shares of its "
+                f"trace exceed 100%)")
+    share = "" if ratios is None else f" explaining {float(sum(ratios)):.1%} of the variance"
+    return f"{n_components} components{share}"
+
+
+def indefinite(ratios: Any) -> bool:
+    """Tell whether the shares of the trace add up to more than 1: an indefinite kernel."""
+    return ratios is not None and float(sum(ratios)) > 1 + 1e-6
 
 
 def print_eigenvalues(eigenvalues: Any, ratios: Any) -> None:
