@@ -45,7 +45,7 @@ from .solvers import (
     select_landmarks,
 )
 from .solvers._components import _outside_dkpca
-from .solvers.nystrom import RCOND, feature_map_rcond
+from .solvers._feature_map import RCOND, feature_map_rcond
 
 __all__ = [
     "EXACT_MAX_SAMPLES",

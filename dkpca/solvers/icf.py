@@ -38,7 +38,7 @@ import scipy.sparse
 from dkpca.blocked import compute, tree_reduce
 from dkpca.kernels import Kernel
 
-from .nystrom import feature_map_rcond
+from ._feature_map import feature_map_rcond
 
 __all__ = ["IncompleteCholesky", "incomplete_cholesky"]
 

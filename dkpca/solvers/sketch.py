@@ -32,8 +32,8 @@ from dkpca.tiles import symmetric_kernel_product
 from ._basis import KernelBasis
 from ._common import basis_from_eigenpairs, check_finite_kernel, check_kernel_device
 from ._components import ComponentRule
+from ._feature_map import RCOND
 from ._sketches import Sketch
-from .nystrom import RCOND
 
 __all__ = ["fit_pca_sketch", "fit_sketch"]
 
