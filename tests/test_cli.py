@@ -450,6 +450,13 @@ EARLY = {
                                                    "{tmp}/r.zarr", "--method", "kpca",
                                                    "--preimage", "learned"],
                                                   "--preimage learned needs"),
+    "fit: fixed-point pre-image of a poly kernel": (["fit", "{tmp}/data.zarr", "--component",
+                                                     "X", "--out", "{tmp}/m.zarr", "--kernel",
+                                                     "poly", "--preimage", "fixed_point"],
+                                                    "--preimage fixed_point needs the rbf"),
+    "fit: alpha without the learned pre-image": (["fit", "{tmp}/data.zarr", "--component", "X",
+                                                  "--out", "{tmp}/m.zarr", "--alpha", "0.5"],
+                                                 "--alpha is the learned pre-image's ridge"),
     "demo: folder that cannot be made": (["demo", "--out", "/proc/demo"],
                                          "--out: cannot write /proc/demo"),
 }

@@ -99,11 +99,15 @@ def kernel_pca(args: argparse.Namespace) -> Any:
 
     The checks are those ``fit`` makes first (the parameters' ranges, then their combination,
     such as ``--gamma`` with ``--sigma2``), made here so that a mistake is reported before
-    the cluster starts; and ``--preimage learned`` without ``--fit-inverse-transform``,
-    which ``fit`` accepts but whose model could never denoise.
+    the cluster starts; and ``--preimage learned`` without ``--fit-inverse-transform``, or
+    ``--preimage fixed_point`` with a kernel other than RBF, which ``fit`` accepts but whose
+    model could never denoise, and ``--alpha`` without ``--fit-inverse-transform``, which
+    nothing would use.
     """
     from dkpca._estimator import parse_size
+    from dkpca.cli._arguments import _default
     from dkpca.decomposition import KernelPCA
+    from dkpca.kernels import RBF
 
     model = KernelPCA(
         args.n_components, kernel=args.kernel, gamma=args.gamma, sigma2=args.sigma2,
@@ -117,7 +121,13 @@ def kernel_pca(args: argparse.Namespace) -> Any:
         # the learned pre-image is fitted with the model: without it, it can never denoise
         raise UsageError("--preimage learned needs --fit-inverse-transform, which fits it with "
                          "the model; add it, or leave --preimage auto")
-    model._resolve_kernel(1)  # n_features only fills in the default gamma; nothing checks it
+    kernel = model._resolve_kernel(1)  # n_features only fills in the default gamma
+    if args.preimage == "fixed_point" and not isinstance(kernel, RBF):
+        raise UsageError(f"--preimage fixed_point needs the rbf kernel, not {args.kernel}; use "
+                         f"--preimage learned with --fit-inverse-transform")
+    if args.alpha != _default("alpha") and not args.fit_inverse_transform:
+        raise UsageError("--alpha is the learned pre-image's ridge penalty and applies with "
+                         "--fit-inverse-transform; add it, or leave --alpha out")
     if args.max_memory != "auto":  # a size fit would parse only after the cluster starts
         parse_size(args.max_memory, "max_memory", "KernelPCA")
     return model
