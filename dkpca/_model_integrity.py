@@ -170,12 +170,15 @@ class _VerifiedChunks:
 
     ``dask.array.from_array`` reads it one whole chunk per block; a chunk that cannot be
     decoded, or whose checksum differs from the recorded one, raises
-    :class:`DamagedModelError` when it is read.
+    :class:`DamagedModelError` when it is read. When the model at ``location`` is no longer
+    the one loaded (its description or this array's record changed: another model was saved
+    over it), the error says so instead of calling the new model damaged.
     """
 
-    def __init__(self, array: zarr.Array, shown: str, location: str,
-                 crcs: list[int] | None) -> None:
-        self.array, self.shown, self.location, self.crcs = array, shown, location, crcs
+    def __init__(self, array: zarr.Array, name: str, location: Location, prefix: str,
+                 crcs: list[int] | None, description: Any = None) -> None:
+        self.array, self.name, self.location, self.prefix = array, name, location, prefix
+        self.shown, self.crcs, self.description = prefix + name, crcs, description
         self.shape, self.dtype, self.ndim = array.shape, np.dtype(array.dtype), array.ndim
 
     def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
@@ -184,12 +187,34 @@ class _VerifiedChunks:
         try:
             block = np.asarray(self.array[key])
         except Exception as err:
-            raise _damaged(self.location, chunk, f"cannot be decoded ({_describe(err)})") from err
+            raise self._error(chunk, f"cannot be decoded ({_describe(err)})") from err
         if self.crcs is not None:
             flat = int(np.ravel_multi_index(index, self.array.cdata_shape)) if index else 0
             if _crc(block) != self.crcs[flat]:
-                raise _damaged(self.location, chunk, "does not match its checksum (altered)")
+                raise self._error(chunk, "does not match its checksum (altered)")
         return block
+
+    def _error(self, chunk: str, problem: str) -> ValueError:
+        """Damage, or (when the store now holds another model) a store changed since load."""
+        if self.crcs is None or not self._replaced():
+            return _damaged(self.location, chunk, problem)
+        return ValueError(f"{self.location} changed since this model was loaded from it "
+                          f"(another model was saved there): {chunk} {problem}. Load the "
+                          f"model again (dkpca.load), or load it in memory (in_memory=...) to "
+                          f"keep using it while its store is replaced.")
+
+    def _replaced(self) -> bool:
+        """Whether the store's description or this array's record differs from those loaded."""
+        try:
+            group = zarr.open_group(store=self.location.store, mode="r",
+                                    **self.location.open_options)
+            if self.prefix:
+                group = group[self.prefix.rstrip("/")]
+            checksums = group.attrs["dkpca"]["checksums"]
+            record = checksums["arrays"][self.name][_CHECKSUM]
+        except Exception:  # noqa: BLE001 - unreadable: damage, as it would be at load
+            return False
+        return checksums.get("description") != self.description or list(record) != self.crcs
 
 
 def _chunk_key(array: zarr.Array, index: tuple[int, ...]) -> str:
@@ -319,10 +344,12 @@ class _VerifiedReader:
     def array(self, group: zarr.Group, key: str, path: str) -> np.ndarray | da.Array:
         """Return an array in memory, or (above ``in_memory``) a dask array verified as read."""
         array, record, shown = self.open(group, key, path)
+        name = f"{path}/{key}" if path else key
         if array.nbytes <= self.in_memory_bytes or array.ndim == 0:
             return self.read(group, key, path)
         crcs = None if record is None else list(record[_CHECKSUM])
-        chunks = _VerifiedChunks(array, shown, str(self.location), crcs)
+        chunks = _VerifiedChunks(array, name, self.location, self.prefix, crcs,
+                                 (self.checksums or {}).get("description"))
         name = "dkpca-model-" + tokenize(str(self.location), shown, array.shape, crcs)
         lazy = da.from_array(chunks, chunks=array.chunks, lock=False, name=name,
                              meta=np.empty((0,) * array.ndim, dtype=chunks.dtype))

@@ -96,6 +96,7 @@ from dkpca._model_integrity import (
     _seal,
     _validate,
 )
+from dkpca._model_sources import lazy_sources, refuse_overlap, require_present
 from dkpca._validation import check_is_fitted
 from dkpca._version import __version__
 from dkpca.decomposition import KernelPCA
@@ -215,7 +216,12 @@ def save(
         An estimator (or fitted attribute) that dkpca cannot save without pickle.
     ValueError
         A kernel that has no JSON configuration (a Python callable, an unregistered
-        :class:`~dkpca.kernels.Kernel` subclass): use a named or registered kernel.
+        :class:`~dkpca.kernels.Kernel` subclass): use a named or registered kernel. Or
+        ``path`` is, contains or lies inside a Zarr array that the model reads lazily (its
+        training data given as a Zarr path, or the store of a model loaded lazily): saving
+        there would leave the model in memory reading chunks that are gone. Or data that the
+        arrays to be saved read lazily is gone or changed shape (Zarr would read missing
+        chunks as its fill value): restore it, or refit.
 
     See Also
     --------
@@ -246,6 +252,8 @@ def save(
     if isinstance(model, FieldModel):
         check_is_fitted(model, "model_")
         writer, meta = _prepare(model.model_)  # every refusal before anything is written
+        field = {key: value for key, value in vars(model).items() if key != "model_"}
+        _check_sources(model, path, storage_options, writer, field)
         with atomic_group(path, overwrite=overwrite, storage_options=storage_options) as group:
             meta = _write(group.require_group("estimator"), writer, meta)
             field = write_field(model, group)
@@ -255,9 +263,22 @@ def save(
         logger.info("saved FieldModel to %s", path)
         return
     writer, meta = _prepare(model)
+    _check_sources(model, path, storage_options, writer)
     with atomic_group(path, overwrite=overwrite, storage_options=storage_options) as group:
         _write(group, writer, meta)
     logger.info("saved %s to %s", meta["estimator"], path)
+
+
+def _check_sources(model: Any, path: str | os.PathLike, storage_options: Mapping[str, Any] | None,
+                   writer: _Writer, *more: Any) -> None:
+    """Refuse to save over the Zarr data the model reads lazily, or data that is gone.
+
+    Every lazy attribute counts for the first check (replacing its data breaks the model in
+    memory); only the arrays to be written (``writer``'s, and ``more``) for the second.
+    """
+    refuse_overlap(lazy_sources(vars(model)), Location(path, storage_options))
+    require_present(lazy_sources(*(value for _, _, value in writer.arrays),
+                                 *(value for _, value, _ in writer.sparse), *more))
 
 
 def _prepare(model: KernelPCA | PCA) -> tuple[_Writer, dict[str, Any]]:
@@ -310,7 +331,8 @@ def load(
         Arrays up to this size are read into memory; larger ones with a row per training point
         (a large training set kept as a kernel PCA's basis, its coefficients and training
         scores) stay lazy dask arrays reading the store, which must then stay in place while
-        the model is used. Every other array (eigenvalues; all of a PCA's arrays, k x d at
+        the model is used (a chunk read after another model was saved there raises a
+        ``ValueError`` saying that the store changed since the model was loaded). Every other array (eigenvalues; all of a PCA's arrays, k x d at
         most) and a sparse basis are always read into memory.
     storage_options : mapping, optional
         Options of a URL's fsspec file system.

@@ -12,6 +12,7 @@ first stops its embedded cluster's workers, then cleans up (:func:`stop_writers_
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -58,7 +59,8 @@ def check_destination(
     ------
     FileExistsError
         Something is already there and ``overwrite`` is false, or another writer is copying
-        its result there now, or what is there is not a result ``overwrite`` may replace.
+        its result there now, or what is there is not a result ``overwrite`` may replace, or
+        (a local path) ``destination`` lies inside a Zarr array's folder, among its chunks.
     FileNotFoundError
         The folder it would go in does not exist.
     PermissionError
@@ -78,6 +80,7 @@ def check_destination(
     'file'
     """
     target = Location(destination, storage_options)
+    _refuse_inside_array(target)
     if not target.parent_exists():
         parent = os.path.dirname(target.store)
         what = "is a file, not a folder" if os.path.exists(parent) else "does not exist"
@@ -102,6 +105,37 @@ def check_destination(
             "destination")
     target.check_writable()
     return target
+
+
+def _refuse_inside_array(target: Location) -> None:
+    """Refuse a local destination inside a Zarr array's folder (v3 ``zarr.json``, v2 ``.zarray``).
+
+    Writing there would put foreign keys among the array's chunks. URLs are not checked (one
+    listing per level of an object store's prefix).
+    """
+    if not target.is_local:
+        return
+    folder = os.path.dirname(target.store)
+    while True:
+        metadata = os.path.join(folder, "zarr.json")
+        if os.path.isfile(os.path.join(folder, ".zarray")) or (
+                os.path.isfile(metadata) and _is_array_metadata(metadata)):
+            raise FileExistsError(
+                f"cannot write {target} inside the Zarr array {folder} (among its chunks); "
+                "choose a destination outside it")
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
+
+
+def _is_array_metadata(path: str) -> bool:
+    """Whether the ``zarr.json`` at ``path`` describes an array (unreadable: not one)."""
+    try:
+        with open(path, "rb") as file:
+            return json.load(file).get("node_type") == "array"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 #: What a failed write calls, newest first, before it removes its temporary store.
