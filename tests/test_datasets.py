@@ -405,3 +405,28 @@ def test_make_rings_accepts_numpy_scalars():
     assert X.shape == (30, 3) and labels.dtype.kind == "i"
     np.testing.assert_array_equal(np.bincount(labels), [10, 10, 10])
     np.testing.assert_allclose(np.hypot(X[:, 0], X[:, 1]), labels + 1.0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: make_square(8, snr="10"),
+    lambda: make_semicircles(8, snr=b"10"),
+    lambda: make_rings(6, noise="0.5"),
+    lambda: make_unbalanced_semicircles(10, 5, p0="0.5"),
+    lambda: make_unbalanced_semicircles(10, 5, snr=np.str_("10")),
+    lambda: make_signal_in_noise(5, 10, noise="0.2"),
+    lambda: make_signal_in_noise(5, 10, strengths=("1.0", "2")),
+    lambda: make_signal_in_noise(5, 10, strengths=[1.0, "2"]),
+    lambda: add_noise(np.ones((3, 2)), snr="10"),
+], ids=["square-snr", "semicircles-bytes", "rings-noise", "unbalanced-p0", "unbalanced-snr",
+        "signal-noise", "signal-strengths", "signal-mixed-strengths", "add_noise-snr"])
+def test_numeric_strings_are_refused(call):
+    # float("10") parses them; a real-valued parameter takes numbers, as n_samples="100" is
+    # refused
+    with pytest.raises(ValueError, match="not a string|not strings"):
+        call()
+
+
+def test_add_noise_refuses_complex_data():
+    # the float64 copy kept only the real part (a ComplexWarning)
+    with pytest.raises(ValueError, match="Complex data not supported: X_clean"):
+        add_noise(np.array([[1 + 5j, 2], [3, 4j]]), snr=None)

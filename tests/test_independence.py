@@ -171,3 +171,24 @@ def test_mutual_information_and_test_share_checks():
                  lambda: mutual_information(np.ones(5), np.ones(5), n_bins=1)):
         with pytest.raises(ValueError, match="invalid n_bins=1"):
             call()
+
+
+def test_complex_input_is_refused_not_cast():
+    # casting to float64 kept only the real part (a ComplexWarning), and the dependence of
+    # z = 1j * x + noise on x went unseen
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=100)
+    z = 1j * x + 0.1 * rng.normal(size=100)
+    for call in (lambda: independence_test(np.c_[z, x], 19, random_state=0),
+                 lambda: mutual_information(z, x), lambda: mutual_information(x, z)):
+        with pytest.raises(ValueError, match="Complex data not supported"):
+            call()
+
+
+@pytest.mark.parametrize("argument", ["x", "y"])
+def test_non_numeric_input_names_the_argument(argument):
+    values = {"x": np.arange(2.0), "y": np.arange(2.0), argument: np.array(["a", "b"])}
+    with pytest.raises(ValueError, match=f"mutual_information: {argument} must hold real"):
+        mutual_information(**values)
+    with pytest.raises(ValueError, match="independence_test: scores must hold real"):
+        independence_test(np.array([["a", "b"]] * 4))

@@ -460,3 +460,33 @@ def test_approximate_loo_of_a_precomputed_kernel_says_why_not():
     K = _rbf(X, 100.0)
     with pytest.raises(ValueError, match="needs the data in input space.*use method='exact'"):
         loo_projections(KernelPCA(2, kernel="precomputed").fit(K), K, "approximate")
+
+
+@pytest.mark.parametrize("argument", ["train_scores", "loo_scores"])
+def test_loocv_renormalization_names_the_non_finite_argument(argument):
+    # loo_scores was checked by the Renormalizer inside, which called it "scores"
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 20)
+    scores = {"train_scores": rng.normal(size=(20, 2)), "loo_scores": rng.normal(size=(20, 2))}
+    scores[argument][3, 1] = np.nan
+    with pytest.raises(ValueError, match=f"^{argument} contains NaN"):
+        loocv_renormalization(**scores, y=y)
+
+
+def test_loocv_renormalization_documents_its_parameters():
+    import inspect
+
+    from numpydoc.docscrape import FunctionDoc
+
+    documented = [p.name for p in FunctionDoc(loocv_renormalization)["Parameters"]]
+    assert documented == list(inspect.signature(loocv_renormalization).parameters)
+
+
+def test_loocv_renormalization_clones_the_classifier():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 30)
+    train = np.c_[y + 0.3 * rng.normal(size=30), rng.normal(size=30)]
+    classifier = LinearDiscriminantAnalysis()
+    assert loocv_renormalization(train, 0.2 * train, y, classifier) == \
+        loocv_renormalization(train, 0.2 * train, y)
+    assert not hasattr(classifier, "classes_")  # cloned, never fitted itself

@@ -241,3 +241,44 @@ def test_refit_with_other_method_clears_state(train):
     assert vars(r).keys() == vars(Renormalizer().fit(train[:, :1])).keys()
     r.set_params(method="affine").fit(train[:, :2], loo_scores=loo[:, :2])
     assert r.scale_.shape == (2,) and not hasattr(r, "knots_")
+
+
+# --- feature names ---------------------------------------------------------------------------
+
+
+def test_feature_names_out_in_a_pipeline():
+    """One output per input component: the names are those of the step before (sklearn's
+    OneToOneFeatureMixin), so a pipeline ending in a Renormalizer names its outputs."""
+    from sklearn.pipeline import make_pipeline
+
+    import dkpca
+
+    X = np.random.default_rng(0).normal(size=(30, 4))
+    pipe = make_pipeline(dkpca.KernelPCA(2, random_state=0), Renormalizer()).fit(X)
+    np.testing.assert_array_equal(pipe.get_feature_names_out(),
+                                  pipe[0].get_feature_names_out())
+    np.testing.assert_array_equal(Renormalizer().fit(X).get_feature_names_out(),
+                                  [f"x{i}" for i in range(4)])
+
+
+def test_dataframe_column_names_are_kept_and_checked():
+    from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency
+
+    check_dataframe_column_names_consistency("Renormalizer", Renormalizer())
+
+
+@pytest.mark.parametrize("method", ["histogram", "affine", "quantile"])
+def test_pandas_output_matches_the_array_output(train, method):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(train[:, :2], columns=["pc0", "pc1"])
+    loo = 0.5 * frame
+    model = Renormalizer(method).set_output(transform="pandas").fit(frame, loo_scores=loo)
+    assert model.feature_names_in_.tolist() == ["pc0", "pc1"]
+    out = model.transform(loo.astype(np.float32))
+    assert isinstance(out, pd.DataFrame) and out.columns.tolist() == ["pc0", "pc1"]
+    assert (out.dtypes == np.float32).all()  # float32 stays float32
+    expected = Renormalizer(method).fit(train[:, :2], loo_scores=0.5 * train[:, :2])
+    np.testing.assert_array_equal(out.to_numpy(),
+                                  expected.transform((0.5 * train[:, :2]).astype(np.float32)))
+    with pytest.raises(ValueError, match="same order as they were in fit"):
+        model.transform(loo[["pc1", "pc0"]])

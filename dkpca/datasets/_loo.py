@@ -79,7 +79,8 @@ def make_signal_in_noise(
     ------
     ValueError
         If ``n_samples < 1``, ``n_features < len(strengths)``, ``strengths`` is not a non-empty
-        1-D sequence of finite non-negative numbers, or ``noise`` is negative or not finite.
+        1-D sequence of finite non-negative numbers (strings are refused, even numeric ones),
+        or ``noise`` is negative or not finite (or a string).
 
     Examples
     --------
@@ -93,10 +94,15 @@ def make_signal_in_noise(
     True
     """
     n_samples = check_integer(n_samples, "n_samples", 1)
+    message = f"strengths must be a sequence of numbers, got {strengths!r}"
     try:
-        s = np.asarray(strengths, dtype=np.float64)
+        raw = np.asarray(strengths)
+        s = raw.astype(np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"strengths must be a sequence of numbers, got {strengths!r}") from None
+        raise ValueError(message) from None
+    # numeric strings ("1.0") parse as float64: refuse them, as check_real does
+    if raw.dtype.kind in "SU" or any(isinstance(v, str | bytes) for v in raw.flat):
+        raise ValueError(message + "; pass numbers, not strings")
     if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s)) or np.any(s < 0):
         raise ValueError(
             f"strengths must be a non-empty 1-D sequence of finite numbers >= 0, got {strengths!r}"

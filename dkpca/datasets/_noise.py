@@ -11,10 +11,15 @@ __all__ = ["add_noise"]
 
 
 def check_snr(snr: float | None) -> float | None:
-    """Return ``snr`` as a float, or ``None`` for "no noise" (``None`` or ``inf``)."""
+    """Return ``snr`` as a float, or ``None`` for "no noise" (``None`` or ``inf``).
+
+    Strings are refused, even numeric ones such as ``"10"``, as ``n_samples="100"`` is.
+    """
     if snr is None:
         return None
     message = f"snr must be a positive number, np.inf or None, got {snr!r}"
+    if isinstance(snr, str | bytes):  # float("10") would parse it: a number is meant
+        raise ValueError(message + "; pass a number, not a string")  # noqa: TRY004 (as check_integer)
     try:
         value = float(snr)
     except (TypeError, ValueError):
@@ -36,9 +41,14 @@ def check_integer(value: int, name: str, minimum: int) -> int:
 
 
 def check_real(value: float, name: str, *, low: float, high: float, closed: bool) -> float:
-    """Check that ``value`` is a finite real in ``[low, high]`` (``closed``) or ``(low, high)``."""
+    """Check that ``value`` is a finite real in ``[low, high]`` (``closed``) or ``(low, high)``.
+
+    Strings are refused, even numeric ones such as ``"0.5"``.
+    """
     inside = "[{}, {}]" if closed else "({}, {})"
     message = f"{name} must be a finite number in {inside.format(low, high)}, got {value!r}"
+    if isinstance(value, str | bytes):  # float("0.5") would parse it: a number is meant
+        raise ValueError(message + "; pass a number, not a string")  # noqa: TRY004 (as check_integer)
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -93,7 +103,8 @@ def add_noise(
     Raises
     ------
     ValueError
-        If ``X_clean`` is not a non-empty 2-D array of finite numbers, or ``snr <= 0``.
+        If ``X_clean`` is not a non-empty 2-D array of finite real numbers (complex data is
+        refused, not cast), or ``snr`` is not a positive number (strings are refused).
 
     Examples
     --------
@@ -109,6 +120,9 @@ def add_noise(
     """
     snr = check_snr(snr)
     X = np.asarray(X_clean)
+    if np.iscomplexobj(X):  # the float64 copy would drop the imaginary part
+        raise ValueError(f"Complex data not supported: X_clean has complex dtype {X.dtype}; "
+                         "pass real data (e.g. np.abs(X_clean) or X_clean.real)")
     if X.ndim != 2 or X.size == 0:
         raise ValueError(f"X_clean must be a non-empty 2-D array, got shape {X.shape}")
     if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):

@@ -90,9 +90,29 @@ def default_bins(n: int) -> int:
     return max(2, round(n ** (1 / 3)))
 
 
+def _as_real(values: ArrayLike, name: str, owner: str) -> np.ndarray:
+    """Return ``values`` as a float64 array; refuse complex, string and other non-real data.
+
+    Maintenance note: check before the float64 cast, which would drop an imaginary part (with
+    only a ``ComplexWarning``) and parse numeric strings.
+    """
+    X = np.asarray(values)
+    if np.iscomplexobj(X):
+        raise ValueError(f"Complex data not supported: {owner}: {name} has complex dtype "
+                         f"{X.dtype}; pass real data (e.g. np.abs({name}) or {name}.real)")
+    message = (f"{owner}: {name} must hold real numbers, got dtype {X.dtype}; convert it "
+               "to a float array first")
+    if X.dtype.kind in "SU":
+        raise ValueError(message)
+    try:
+        return X.astype(np.float64, copy=False)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+
+
 def _finite(values: ArrayLike, name: str, owner: str) -> np.ndarray:
     """Return ``values`` as a float64 array; refuse it empty or with NaN or infinity."""
-    X = np.asarray(values, dtype=np.float64)
+    X = _as_real(values, name, owner)
     if X.size == 0:
         raise ValueError(f"{owner}: {name} is empty (shape {X.shape}); pass at least one point")
     if not np.isfinite(X).all():
@@ -136,8 +156,9 @@ def mutual_information(x: ArrayLike, y: ArrayLike, n_bins: int | None = None) ->
     Raises
     ------
     ValueError
-        If ``x`` or ``y`` is empty or holds NaN or infinity, their lengths differ, or
-        ``n_bins < 2``; the same checks as :func:`independence_test`.
+        If ``x`` or ``y`` is empty, complex, not numeric (strings included) or holds NaN or
+        infinity, their lengths differ, or ``n_bins < 2``; the same checks as
+        :func:`independence_test`.
 
     Examples
     --------
@@ -149,8 +170,8 @@ def mutual_information(x: ArrayLike, y: ArrayLike, n_bins: int | None = None) ->
     """
     validate_params({"n_bins": n_bins}, {"n_bins": _CONSTRAINTS["n_bins"]},
                     "mutual_information")
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
+    x = _as_real(x, "x", "mutual_information").ravel()
+    y = _as_real(y, "y", "mutual_information").ravel()
     if x.size != y.size:
         raise ValueError(f"mutual_information: x and y differ in length: {x.size} and {y.size}")
     x, y = _finite(x, "x", "mutual_information"), _finite(y, "y", "mutual_information")
@@ -229,7 +250,7 @@ def independence_test(
     Parameters
     ----------
     scores : array-like of shape (n, q)
-        Projections, ``n >= 3`` points and ``q >= 2`` components; brought into memory.
+        Projections, ``n >= 3`` points and ``q >= 2`` components, real; brought into memory.
     n_permutations : int, default=1000
         Permutations per pair.
     alpha : float, default=0.05
@@ -242,6 +263,13 @@ def independence_test(
     Returns
     -------
     IndependenceResult
+
+    Raises
+    ------
+    ValueError
+        If ``scores`` is not 2-D with ``n >= 3`` and ``q >= 2``, is complex (the imaginary part
+        is not dropped), not numeric (strings included) or holds NaN or infinity; or a
+        parameter is out of range.
 
     References
     ----------
@@ -266,7 +294,7 @@ def independence_test(
         {"n_permutations": n_permutations, "alpha": alpha, "n_bins": n_bins},
         _CONSTRAINTS, "independence_test",
     )
-    X = np.asarray(scores, dtype=np.float64)
+    X = _as_real(scores, "scores", "independence_test")
     if X.ndim != 2:
         raise ValueError(f"independence_test: scores must be 2-D (n, q), got shape {X.shape}")
     n, q = X.shape

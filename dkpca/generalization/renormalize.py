@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 from scipy.interpolate import PchipInterpolator
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
 from dkpca._estimator import clear_fitted
+from dkpca._feature_names import check_feature_names
 from dkpca._typing import ArrayLike
 from dkpca._validation import Options, check_is_fitted, validate_params
 from dkpca.io import as_array
@@ -126,7 +127,7 @@ def _quantile_knots(train: np.ndarray, loo: np.ndarray) -> tuple[np.ndarray, np.
     return x, y
 
 
-class Renormalizer(TransformerMixin, BaseEstimator):
+class Renormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Renormalise kernel PCA test projections onto the training distribution.
 
     Parameters
@@ -161,6 +162,12 @@ class Renormalizer(TransformerMixin, BaseEstimator):
     ----------
     n_features_in_ : int
         Number of components ``q``.
+    feature_names_in_ : ndarray of shape (q,)
+        The column names of ``train_scores``, defined only when it was a DataFrame with string
+        column names (e.g. the pandas output of a preceding pipeline step). :meth:`transform`
+        then refuses columns with other names or in another order, and
+        :meth:`get_feature_names_out` returns them (one output per input component, which also
+        makes ``set_output(transform="pandas")`` work).
     n_train_ : int
         Number of training projections.
     train_sorted_ : ndarray of shape (n_train, q)
@@ -233,6 +240,7 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         """
         validate_params(self.get_params(), self._parameter_constraints, "Renormalizer")
         clear_fitted(self)  # nothing from an earlier fit with another method
+        check_feature_names(self, train_scores, reset=True)
         train = _check_scores(train_scores, "train_scores").astype(np.float64, copy=False)
         n, q = train.shape
         if n < 2:
@@ -279,7 +287,9 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            For ``"histogram"``, if ``m < 2``: use ``method="quantile"`` for single points.
+            For ``"histogram"``, if ``m < 2``: use ``method="quantile"`` for single points. If
+            :meth:`fit` saw column names (``feature_names_in_``) and ``scores`` has other
+            names, or the same names in another order.
 
         Examples
         --------
@@ -288,6 +298,7 @@ class Renormalizer(TransformerMixin, BaseEstimator):
         array([ 1.,  0., -1.])
         """
         check_is_fitted(self, "train_sorted_")
+        check_feature_names(self, scores, reset=False)
         scores = _check_scores(scores, "scores", self.n_features_in_)
         X = scores.astype(np.float64, copy=False)
         if self.method == "histogram":
