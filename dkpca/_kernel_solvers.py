@@ -11,7 +11,6 @@ sets every fitted attribute from the run.
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +43,7 @@ from .solvers import (
     select_fixed_size,
     select_landmarks,
 )
-from .solvers._components import _outside_dkpca
+from .solvers._components import warn_if_fraction_missed
 from .solvers._feature_map import RCOND, feature_map_rcond
 
 __all__ = [
@@ -187,24 +186,12 @@ def _check_rank(rule: ComponentRule, rank: int, name: str, owner: str) -> None:
 
 
 def _warn_if_fraction_missed(
-    basis: KernelBasis, rule: ComponentRule, solver: str, remedy: str, owner: str
+    basis: KernelBasis, rule: ComponentRule, solver: str, limit: str, owner: str
 ) -> None:
-    """Warn that an approximate solver's components explain less than the fraction asked for.
-
-    ``rule.select`` keeps every component the solver found when their variance stays below
-    the fraction; its rank (``remedy`` names the parameter to raise) is then what limits the
-    fit, not the data. As :class:`~dkpca.PCA` with ``solver="sketch"``.
-    """
-    if rule.fraction is None:
-        return
-    total = basis.total_variance
-    reached = float(np.sum(basis.eigenvalues)) / total if total > 0 else 1.0
-    if reached < rule.fraction:
-        warnings.warn(
-            f"{owner}: the {len(basis.eigenvalues)} components the {solver} solver found "
-            f"explain {reached:.3g} of the variance, less than n_components={rule.fraction}; "
-            f"all of them are kept. {remedy} is too small for that fraction: raise it, or "
-            f"use solver='exact' or 'randomized'.", UserWarning, stacklevel=_outside_dkpca())
+    """:func:`~dkpca.solvers._components.warn_if_fraction_missed` for a kernel solver's basis."""
+    warn_if_fraction_missed(basis.eigenvalues, basis.total_variance, rule.fraction, owner=owner,
+                            found=f"components the {solver} solver", limit=limit,
+                            instead="'exact' or 'randomized'")
 
 
 def _check_input_space(options: SolverOptions, kernel: Kernel, owner: str) -> None:

@@ -12,16 +12,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dask
 import numpy as np
 import zarr
 
 from dkpca._model_integrity import _describe, _VerifiedChunks
-
-if TYPE_CHECKING:
-    from dkpca.io import Location
+from dkpca.io._location import Location, filesystem_place
 
 __all__ = ["lazy_sources", "refuse_overlap", "require_present"]
 
@@ -65,23 +63,15 @@ def lazy_sources(*values: Any) -> list[zarr.Array]:
     return list(found.values())
 
 
-def _place(store: str, protocol: str = "file") -> str:
-    """Return a comparable place: a resolved local path, or ``protocol://path`` of a URL."""
-    if protocol in ("file", "local"):
-        return os.path.realpath(store)
-    return f"{protocol}://{store.strip('/')}"
-
-
 def _source_place(array: zarr.Array) -> str | None:
-    """Where ``array`` is stored, as :func:`_place` writes it (``None``: held in memory)."""
+    """Where ``array`` is stored, as :attr:`dkpca.io.Location.place` writes it (``None``: in memory)."""
     root = getattr(array.store, "root", None)  # a LocalStore
     if root is not None:
-        return _place(os.path.join(str(root), array.path))
+        return Location(os.path.join(str(root), array.path)).place
     fs, path = getattr(array.store, "fs", None), getattr(array.store, "path", None)
     if fs is None or path is None:  # a zarr.storage.MemoryStore: no path to write over
         return None
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return _place(f"{path.rstrip('/')}/{array.path}".rstrip("/"), protocol)
+    return filesystem_place(fs, f"{path.rstrip('/')}/{array.path}")
 
 
 def refuse_overlap(sources: list[zarr.Array], target: Location) -> None:
@@ -90,12 +80,7 @@ def refuse_overlap(sources: list[zarr.Array], target: Location) -> None:
     Replacing it would leave the model in memory reading chunks that are gone, which Zarr
     reads as its fill value: wrong answers, and a later save would write them.
     """
-    if target.is_local:
-        destination = _place(target.store)
-    else:
-        fs, path = target.filesystem()
-        destination = _place(path, fs.protocol if isinstance(fs.protocol, str)
-                             else fs.protocol[0])
+    destination = target.place
     for array in sources:
         place = _source_place(array)
         if place is None:

@@ -8,7 +8,6 @@ sparse, components, probabilistic).
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any
 
 import dask
@@ -56,6 +55,7 @@ from .io import as_array, as_dask, is_sparse, nonfinite_message, require_known_r
 from .io._views import view_blocks
 from .linalg import crossproduct, flip_signs, top_eigh
 from .solvers import ComponentRule, fit_pca_sketch
+from .solvers._components import warn_if_fraction_missed
 from .solvers._sketches import Sketch
 
 __all__ = ["PCA"]
@@ -505,7 +505,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         elif fraction and sketch_dim is not None:  # no zero-variance filler for a fraction
             m = select_count(variances[:found], total, self.n_components,
                              self.min_relative_eigenvalue)
-            _warn_if_fraction_missed(variances[:found], total, self.n_components, sketch_dim)
+            warn_if_fraction_missed(variances[:found], total, self.n_components, owner="PCA",
+                                    found="directions the sketch", limit=f"sketch_dim={sketch_dim}",
+                                    instead="'covariance' or 'gram'")
         else:
             m = select_count(variances, total, self.n_components, self.min_relative_eigenvalue)
         if isinstance(self.n_components, numbers.Integral) and self.min_relative_eigenvalue is None:
@@ -676,20 +678,3 @@ def _dot_matrix(block: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by fit
         B = np.subtract(block, block[:1], dtype=np.float64)
         return crossproduct(B.T)
-
-
-def _warn_if_fraction_missed(
-    variances: np.ndarray, total: float, fraction: float, sketch_dim: int
-) -> None:
-    """Warn that the sketch's directions explain no more than the fraction asked for.
-
-    Their variances (Rayleigh quotients) sum to at most the total; a sketch of dimension
-    ``q`` finds at most ``q`` directions, fewer than a fraction of a flat spectrum needs.
-    """
-    reached = float(np.sum(variances)) / total if total > 0 else 1.0
-    if reached <= fraction:
-        warnings.warn(
-            f"PCA: the {len(variances)} directions the sketch found explain {reached:.3g} of "
-            f"the variance, not more than n_components={fraction}; all of them are kept. "
-            f"sketch_dim={sketch_dim} is too small for that fraction: raise it, or use "
-            f"solver='covariance' or 'gram'.", UserWarning, stacklevel=4)

@@ -170,7 +170,7 @@ def test_covariance_sketch_of_an_indefinite_kernel_keeps_its_positive_part():
 
 def test_a_variance_fraction_beyond_the_sketch_warns():
     X = np.random.default_rng(0).normal(size=(200, 3))
-    with pytest.warns(UserWarning, match="sketch solver found explain .* less than "
+    with pytest.warns(UserWarning, match="sketch solver found explain .* not more than "
                                          "n_components=0.9.*Sketch dim=20 is too small"):
         model = KernelPCA(0.9, gamma=0.5, solver=Sketch(dim=20), random_state=0).fit(X)
     assert model.explained_variance_ratio_.sum() < 0.9

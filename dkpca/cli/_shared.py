@@ -257,19 +257,10 @@ def check_figure_format(option: str, path: Any) -> None:
 
 
 def _place(args: argparse.Namespace, destination: Any) -> str:
-    """Return where ``destination`` is, normalised: the protocol and path its file system sees.
-
-    ``./r.zarr``, ``r.zarr/``, ``file://$PWD/r.zarr`` and a symbolic link to it give the same
-    place, as do two spellings of one URL.
-    """
+    """Return where ``destination`` is, normalised (:attr:`dkpca.io.Location.place`)."""
     from dkpca.io import Location
 
-    location = Location(destination, storage(args, destination))
-    if location.is_local:
-        return "file://" + os.path.realpath(location.store)
-    fs, path = location.filesystem()
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return f"{protocol}://{fs._strip_protocol(path).rstrip('/')}"
+    return Location(destination, storage(args, destination)).place
 
 
 def first_line(err: BaseException) -> str:

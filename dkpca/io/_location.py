@@ -84,6 +84,23 @@ class Location:
         """The last path element (``scores.zarr``)."""
         return posixpath.basename(self.store.replace(os.sep, "/"))
 
+    @property
+    def place(self) -> str:
+        """Where this is, normalised so that two spellings of one store compare equal.
+
+        ``./r.zarr``, ``r.zarr/``, ``file://$PWD/r.zarr`` and a symbolic link to it give the
+        same place (``file://`` and the resolved path); a URL gives the protocol and the path
+        its file system sees (:func:`filesystem_place`).
+
+        Examples
+        --------
+        >>> Location("memory://doc/a.zarr/").place == Location("memory:///doc/a.zarr").place
+        True
+        """
+        if self.is_local:
+            return "file://" + os.path.realpath(self.store)
+        return filesystem_place(*fsspec.core.url_to_fs(self.store, **self.storage_options))
+
     def filesystem(self) -> tuple[fsspec.AbstractFileSystem, str]:
         """Return the fsspec file system of this location and the path within it.
 
@@ -227,3 +244,16 @@ class Location:
             return
         fs, path = self.filesystem()
         fs.mv(path, destination.filesystem()[1], recursive=True)
+
+
+def filesystem_place(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """Return ``protocol://path`` of ``path`` on ``fs``, as :attr:`Location.place` writes it.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> filesystem_place(fsspec.filesystem("memory"), "/doc/b.zarr/")
+    'memory:///doc/b.zarr'
+    """
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return f"{protocol}://{fs._strip_protocol(path).rstrip('/')}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ComponentRule", "positive_part", "zero_padded"]
+__all__ = ["ComponentRule", "positive_part", "warn_if_fraction_missed", "zero_padded"]
 
 logger = logging.getLogger(__name__)
 
@@ -173,3 +173,33 @@ def zero_padded(values: np.ndarray, coef: np.ndarray, width: int) -> tuple[np.nd
         return values, coef
     return (np.concatenate([values, np.zeros(missing)]),
             np.hstack([coef, np.zeros((coef.shape[0], missing), dtype=coef.dtype)]))
+
+
+def warn_if_fraction_missed(variances: np.ndarray, total: float, fraction: float | None, *,
+                            owner: str, found: str, limit: str, instead: str) -> None:
+    """Warn that an approximate solver's components explain no more than the fraction asked for.
+
+    A fraction keeps the fewest components explaining *more* than it (scikit-learn's rule);
+    when every component the solver found stays at or below it, all are kept, and the
+    solver's rank (``limit``, the parameter to raise) is what limits the fit, not the data.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_fraction_missed(np.array([3.0, 1.0]), 10.0, 0.9, owner="PCA",
+    ...                             found="directions the sketch", limit="sketch_dim=2",
+    ...                             instead="'covariance'")
+    >>> str(caught[0].message)[:50]
+    'PCA: the 2 directions the sketch found explain 0.4'
+    """
+    if fraction is None:
+        return
+    reached = float(np.sum(variances)) / total if total > 0 else 1.0
+    if reached <= fraction:
+        warnings.warn(
+            f"{owner}: the {len(variances)} {found} found explain {reached:.3g} of the "
+            f"variance, not more than n_components={fraction}; all of them are kept. {limit} "
+            f"is too small for that fraction: raise it, or use solver={instead}.",
+            UserWarning, stacklevel=_outside_dkpca())

@@ -361,18 +361,21 @@ def nystrom_basis(
     (2,)
     """
     m, n = landmarks.shape[0], statistics.count
+    K_LL = landmark_kernel  # the landmarks' kernel, evaluated at most once
     if feature_map is None:
-        K_LL = _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel
+        K_LL = _landmark_kernel(kernel, landmarks) if K_LL is None else K_LL
         R = inverse_sqrt(K_LL, feature_map_rcond(landmarks.dtype))
-    else:
+    else:  # a GPU fit passes its own inverse_sqrt
         R = feature_map
-    if R.shape[1] == 0:  # (a GPU fit passes its inverse_sqrt as feature_map)
-        _check_positive_part(_landmark_kernel(kernel, landmarks) if landmark_kernel is None
-                             else landmark_kernel, kernel, owner)
-    if rule.count is not None and R.shape[1] < rule.count and not kernel.positive_semidefinite:
-        _warn_if_indefinite_cut(
-            _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel,
-            R.shape[1], rule.count, feature_map_rcond(landmarks.dtype), kernel, owner)
+    short = (rule.count is not None and R.shape[1] < rule.count
+             and not kernel.positive_semidefinite)
+    if K_LL is None and (R.shape[1] == 0 or short):
+        K_LL = _landmark_kernel(kernel, landmarks)
+    if R.shape[1] == 0:
+        _check_positive_part(K_LL, kernel, owner)
+    if short:
+        _warn_if_indefinite_cut(K_LL, R.shape[1], rule.count, feature_map_rcond(landmarks.dtype),
+                                kernel, owner)
     scatter = R.T @ statistics.scatter @ R
     mean = R.T @ statistics.mean  # the mean feature
     scatter = (scatter + scatter.T) / 2
