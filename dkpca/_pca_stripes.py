@@ -38,6 +38,7 @@ from dask.sizeof import sizeof
 
 from ._cluster_workers import cluster_workers
 from ._device import aligned_operand
+from ._heap import freed_blocks_reused
 from ._pca_products import centred_rtimes, centred_times
 from ._tile_holders import active_client
 from .blocked import scheduler_threads
@@ -193,13 +194,14 @@ def scatter_group(group: StripeGroup, V: np.ndarray, mean: np.ndarray, cols: Seq
     bounds = list(itertools.pairwise(cols))
     out = np.zeros((len(mean), V.shape[1]))
     held = HeldStripe()
-    for s in range(len(group.keys)):
-        blocks, P = [], 0.0
-        for t, (a, b) in enumerate(bounds):
-            blocks.append(held.hold(t, group.read(s, t)))
-            P = P + centred_times(blocks[-1], V[a:b], mean[a:b], dtype)
-        for block, (a, b) in zip(blocks, bounds, strict=True):
-            out[a:b] += centred_rtimes(block, P, mean[a:b], dtype)
+    with freed_blocks_reused():
+        for s in range(len(group.keys)):
+            blocks, P = [], 0.0
+            for t, (a, b) in enumerate(bounds):
+                blocks.append(held.hold(t, group.read(s, t)))
+                P = P + centred_times(blocks[-1], V[a:b], mean[a:b], dtype)
+            for block, (a, b) in zip(blocks, bounds, strict=True):
+                out[a:b] += centred_rtimes(block, P, mean[a:b], dtype)
     return out
 
 
@@ -214,14 +216,15 @@ def gram_group(group: StripeGroup, U: np.ndarray, mean: np.ndarray, rows: Sequen
     bounds = list(itertools.pairwise(rows))
     out = np.zeros(U.shape)
     held = HeldStripe()
-    for s, j in enumerate(group.stripes):
-        mu = mean[cols[j] : cols[j + 1]]
-        blocks, T = [], 0.0
-        for t, (a, b) in enumerate(bounds):
-            blocks.append(held.hold(t, group.read(s, t)))
-            T = T + centred_rtimes(blocks[-1], U[a:b], mu, dtype)
-        for block, (a, b) in zip(blocks, bounds, strict=True):
-            out[a:b] += centred_times(block, T, mu, dtype)
+    with freed_blocks_reused():
+        for s, j in enumerate(group.stripes):
+            mu = mean[cols[j] : cols[j + 1]]
+            blocks, T = [], 0.0
+            for t, (a, b) in enumerate(bounds):
+                blocks.append(held.hold(t, group.read(s, t)))
+                T = T + centred_rtimes(blocks[-1], U[a:b], mu, dtype)
+            for block, (a, b) in zip(blocks, bounds, strict=True):
+                out[a:b] += centred_times(block, T, mu, dtype)
     return out
 
 
