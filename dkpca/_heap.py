@@ -50,7 +50,7 @@ def _environment_threshold(name: str) -> int | None:
 
 
 def _process_thresholds() -> tuple[int, int] | None:
-    """The process's mmap and trim thresholds, or ``None`` where glibc adapts them itself."""
+    """Return the process's mmap and trim thresholds, or ``None`` where glibc adapts them."""
     mmap = _environment_threshold("MALLOC_MMAP_THRESHOLD_")
     trim = _environment_threshold("MALLOC_TRIM_THRESHOLD_")
     if mmap is None and trim is None:
