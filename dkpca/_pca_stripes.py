@@ -16,7 +16,8 @@ the blocks; ``V`` and the means go to a worker once a pass. Wide data (``X_c (X_
 feature stripes the same way.
 
 Memory: a task holds one stripe (in buffers it reuses for each of its stripes:
-:class:`HeldStripe`), so a stripe must fit in :data:`HELD_SHARE` of the memory a
+:class:`HeldStripe`; while it reads, the blocks it frees stay in its heap for the next one:
+:func:`dkpca._heap.freed_blocks_reused`), so a stripe must fit in :data:`HELD_SHARE` of the memory a
 worker's thread can fill before the worker pauses (:func:`free_memory_per_thread`); otherwise
 the block-per-key pass is used.
 A failed task (a worker lost) is recomputed from the source like any other.
