@@ -670,8 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="threads per worker")
     parser.add_argument("--memory-fraction", type=float, default=0.5,
                         help="the workers' memory limits together, as a fraction of the array")
-    parser.add_argument("--dense-methods", nargs="+", choices=DENSE_METHODS,
-                        default=list(DENSE_METHODS))
+    parser.add_argument("--dense-methods", nargs="*", choices=DENSE_METHODS,
+                        default=list(DENSE_METHODS),
+                        help="none: the read rate and the reference alone (for --reference-json)")
     parser.add_argument("--unlimited-methods", nargs="*", choices=DENSE_METHODS,
                         default=["dask-ml"],
                         help="also run these on workers without a memory limit")
