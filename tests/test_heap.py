@@ -15,10 +15,13 @@ from dkpca import _heap
 glibc = pytest.mark.skipif(_heap._glibc() is None, reason="glibc's mallopt only")
 
 # Faults of 8 blocks of 24 MiB, each written through, freed, and allocated again: in the
-# context, then after it (each count in 4 KiB pages: numpy's huge-page hint is off).
+# context, then after it (each count in 4 KiB pages: transparent huge pages are off for the
+# process, PR_SET_THP_DISABLE, whatever the machine's setting).
 _FAULTS = """
-import json, resource, numpy as np
+import ctypes, json, resource, numpy as np
 from dkpca._heap import freed_blocks_reused
+
+ctypes.CDLL("libc.so.6").prctl(41, 1, 0, 0, 0)
 
 def faults_of_blocks():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
