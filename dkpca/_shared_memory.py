@@ -9,9 +9,11 @@ its partial into a file the client made for it; the task messages carry only the
 names.
 
 The client creates every file with its whole size reserved (``posix_fallocate``, so a full
-file system is an error here, never a ``SIGBUS`` in a worker) and removes them all when the
-pass ends, failed or not; workers only map them. A file left by a client that was killed
-mid-pass is removed by the next client that finds its process gone.
+file system is an error here, never a ``SIGBUS`` in a worker); workers only map them. The
+files of a set of tiles are kept from pass to pass while their shapes stay
+(:class:`PassFiles`), and removed when the tiles are released or collected, or when a pass
+fails. A file left by a client that was killed is removed by the next client that finds its
+process gone.
 
 Whether the workers see the client's files is checked, never assumed: a probe file with a
 random token must be read back by every worker (a container with its own ``/dev/shm`` fails
@@ -25,6 +27,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import mmap
 import os
 import secrets
 from collections.abc import Iterator
@@ -38,7 +41,7 @@ from distributed.protocol import to_serialize
 
 from ._tile_holders import state_product
 
-__all__ = ["SHARED_MEMORY_KEY", "HolderStateMissing", "SharedArray", "SharedFiles",
+__all__ = ["SHARED_MEMORY_KEY", "HolderStateMissing", "PassFiles", "SharedArray", "SharedFiles",
            "SharedMemoryFull", "shared_memory_reaches", "shared_product"]
 
 logger = logging.getLogger(__name__)
@@ -54,6 +57,9 @@ PROBE_TIMEOUT = 30.0
 
 #: Prefix of every file, followed by the creating process's id.
 PREFIX = "dkpca-"
+
+#: Map every page of a file when it is mapped (Linux; elsewhere no flag, pages fault in).
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 class SharedMemoryFull(Exception):
@@ -77,13 +83,25 @@ class SharedArray:
     shape: tuple[int, ...]
 
     def view(self, writable: bool = True) -> np.ndarray:
-        """Map the file as an array (changes are seen by every process that maps it)."""
-        return np.asarray(np.memmap(self.path, dtype=np.float64, shape=self.shape,
-                                    mode="r+" if writable else "r"))
+        """Map the file as an array (changes are seen by every process that maps it).
+
+        Its pages are mapped now, in one call (``MAP_POPULATE``): a pass touches every one of
+        them, and a fault for each 4 KiB page cost a millisecond or more per megabyte.
+        """
+        count = int(np.prod(self.shape))
+        descriptor = os.open(self.path, os.O_RDWR if writable else os.O_RDONLY)
+        try:
+            pages = mmap.mmap(descriptor, max(1, count) * 8, flags=mmap.MAP_SHARED | _POPULATE,
+                              prot=mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
+        finally:
+            os.close(descriptor)
+        array = np.frombuffer(pages, dtype=np.float64, count=count).reshape(self.shape)
+        array.flags.writeable = writable  # the buffer says writable whatever ``prot`` is
+        return array
 
 
 class SharedFiles:
-    """Shared arrays made by this process for one pass, all removed when the context ends.
+    """Shared arrays made by this process, all removed by :meth:`close` or when the context ends.
 
     Examples
     --------
@@ -102,6 +120,10 @@ class SharedFiles:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove every file made so far (mappings of them stay valid until dropped)."""
         for path in self._paths:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -173,10 +195,21 @@ def shared_memory_reaches(client: Any, addresses: list[str]) -> bool:
 
 
 class _ProductHandler(WorkerPlugin):
-    """Worker plugin installing :data:`HANDLER` (also on workers that join later)."""
+    """Worker plugin installing :data:`HANDLER` (also on workers that join later).
+
+    It keeps the worker's mappings of each holder state's pass files, ``mapped``: state key
+    → (the files' paths, their arrays), dropped when the state is released.
+    """
+
+    def __init__(self) -> None:
+        self.mapped: dict[Any, tuple[tuple[str, ...], tuple[np.ndarray | None, ...]]] = {}
 
     def setup(self, worker: Any) -> None:
-        _install_handler(worker)
+        _install_handler(worker, self.mapped)
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        if finish in ("released", "forgotten"):
+            self.mapped.pop(key, None)
 
 
 def _reads(probe: SharedArray, token: np.ndarray) -> bool:
@@ -213,8 +246,74 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class PassFiles:
+    """A tile set's pass files, kept from one pass to the next while their shapes stay.
+
+    A file for ``V`` and, for each holder, two for its double-double partial (or, when no two
+    partials overlap, one result that every holder writes its rows of). Making five files,
+    mapping them and removing them took about 14 ms of the client's time a pass at
+    20,000 × 32, and each worker's mapping of its files a few more (BENCHMARKS.md §8); kept, a
+    pass only copies ``V`` in. :meth:`close` removes them: the tiles call it when they are
+    released or collected, and after a failed pass. The workers drop their mappings when the
+    holder's state is released.
+
+    Examples
+    --------
+    >>> files = PassFiles()
+    >>> files.prepare((4, 2), [(0, 4), (2, 4)], exclusive=False)
+    >>> files.V.shape, [high.shape for high, _, _ in files.outs]
+    ((4, 2), [(4, 2), (2, 2)])
+    >>> files.close()
+    >>> files.outs
+    []
+    """
+
+    def __init__(self) -> None:
+        self._files = SharedFiles()
+        self._layout: tuple | None = None
+        self._views: dict[str, np.ndarray] = {}
+        self.V: SharedArray | None = None
+        self.outs: list[tuple[SharedArray, SharedArray | None, int]] = []
+
+    def prepare(self, shape: tuple[int, int], spans: list[tuple[int, int]],
+                exclusive: bool) -> None:
+        """Have the files for ``V`` of ``shape`` and partials over ``spans``: kept, or new.
+
+        Raises :class:`SharedMemoryFull` (and keeps no file) when they do not fit.
+        """
+        layout = (tuple(shape), tuple(spans), exclusive)
+        if layout == self._layout:
+            return
+        self.close()
+        try:
+            self.V = self._files.create(shape)
+            if exclusive:
+                result = self._files.create(shape)
+                self.outs = [(result, None, lo) for lo, _ in spans]
+            else:
+                self.outs = [(self._files.create((hi - lo, shape[1])),
+                              self._files.create((hi - lo, shape[1])), 0) for lo, hi in spans]
+        except BaseException:
+            self.close()
+            raise
+        self._layout = layout
+
+    def view(self, shared: SharedArray) -> np.ndarray:
+        """Return this process's mapping of one of the files, made when first asked for."""
+        if shared.path not in self._views:
+            self._views[shared.path] = shared.view()
+        return self._views[shared.path]
+
+    def close(self) -> None:
+        """Remove the files and drop this process's mappings of them."""
+        self._files.close()
+        self._views.clear()
+        self._layout, self.V, self.outs = None, None, []
+
+
 def shared_product(client: Any, holders: list, states: list, spans: list[tuple[int, int]],
-                   V: np.ndarray, exclusive: bool) -> list[tuple[int, np.ndarray, Any]]:
+                   V: np.ndarray, exclusive: bool,
+                   files: PassFiles) -> list[tuple[int, np.ndarray, Any]]:
     """``K V`` with one call to each holder's worker, ``V`` and the partials in shared memory.
 
     Each call goes straight from the client to the worker (:data:`HANDLER`, installed by
@@ -222,39 +321,37 @@ def shared_product(client: Any, holders: list, states: list, spans: list[tuple[i
     scheduler, a message of a few hundred bytes each way. ``spans`` are the holders' partial
     rows (:func:`dkpca._tile_holders.partial_rows`). The partials come back as
     :func:`dkpca._tile_holders.state_product` returns them; exclusive ones (no two overlap) are
-    written by their holders into one ``n``-row result, returned as the only partial. Raises
+    written by their holders into one ``n``-row result, returned as the only partial. They are
+    the memory of ``files`` (:class:`PassFiles`), which the next product writes again. Raises
     :class:`HolderStateMissing` when a worker no longer holds its state; any error is raised
-    once every call has ended (the first holder's, in ``holders`` order).
+    once every call has ended (the first holder's, in ``holders`` order), and the files are
+    removed.
     """
-    width = V.shape[1]
-    with SharedFiles() as files:
-        shared_V = files.create(V.shape)
-        shared_V.view()[...] = V
-        if exclusive:
-            result = files.create(V.shape)
-            outs = [(result, None, lo) for lo, _ in spans]
-        else:
-            outs = [(files.create((hi - lo, width)), files.create((hi - lo, width)), 0)
-                    for lo, hi in spans]
+    files.prepare(V.shape, spans, exclusive)
 
-        async def call_each() -> None:
-            ended = await asyncio.gather(*(
-                _call(client, holder.address, key=state.key,
-                      args=to_serialize((shared_V, high, low, at, holder.nthreads, exclusive)))
-                for holder, state, (high, low, at) in zip(holders, states, outs, strict=True)),
-                return_exceptions=True)
-            # Every call has ended before an error is raised: no worker still writes into the
-            # files, and no call left running on the event loop keeps the error (and with it
-            # the caller's frames and futures) alive.
-            for outcome in ended:
-                if isinstance(outcome, BaseException):
-                    raise outcome
+    async def call_each() -> None:
+        ended = await asyncio.gather(*(
+            _call(client, holder.address, key=state.key,
+                  args=to_serialize((files.V, high, low, at, holder.nthreads, exclusive)))
+            for holder, state, (high, low, at) in zip(holders, states, files.outs, strict=True)),
+            return_exceptions=True)
+        # Every call has ended before an error is raised: no worker still writes into the
+        # files, and no call left running on the event loop keeps the error (and with it the
+        # caller's frames and futures) alive.
+        for outcome in ended:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
+    try:
+        files.view(files.V)[...] = V
         client.sync(call_each)
-        if exclusive:
-            return [(0, result.view(), None)]
-        return [(lo, high.view(), low.view())
-                for (lo, _), (high, low, _) in zip(spans, outs, strict=True)]
+    except BaseException:
+        files.close()  # a worker may have stopped mid-write, or gone: the next pass starts anew
+        raise
+    if exclusive:
+        return [(0, files.view(files.outs[0][0]), None)]
+    return [(lo, files.view(high), files.view(low))
+            for (lo, _), (high, low, _) in zip(spans, files.outs, strict=True)]
 
 
 async def _call(client: Any, address: str, **message: Any) -> Any:
@@ -270,7 +367,7 @@ class HolderStateMissing(LookupError):
 HANDLER = "dkpca_tile_product"
 
 
-def _install_handler(dask_worker: Any) -> None:
+def _install_handler(dask_worker: Any, mapped: dict) -> None:
     """Give the worker :data:`HANDLER` (run on each worker, and on workers that join later)."""
 
     async def product(key: Any = None, args: tuple = ()) -> None:
@@ -279,16 +376,26 @@ def _install_handler(dask_worker: Any) -> None:
         except KeyError:
             raise HolderStateMissing(f"no state {key!r} on {dask_worker.address}") from None
         await dask_worker.loop.run_in_executor(dask_worker.executors["default"],
-                                               _product_into, state, *args)
+                                               _product_into, state, mapped, key, *args)
 
     dask_worker.handlers[HANDLER] = product
 
 
-def _product_into(state: Any, V: SharedArray, high: SharedArray, low: SharedArray | None,
-                  at: int, threads: int, exclusive: bool) -> None:
-    """On a worker: a holder's product, its partial written into rows ``at:`` of the files."""
-    _, part_high, part_low = state_product(state, V.view(writable=False), threads, exclusive)
-    rows = slice(at, at + part_high.shape[0])
-    high.view()[rows, ...] = part_high
-    if low is not None:
-        low.view()[rows, ...] = part_low
+def _product_into(state: Any, mapped: dict, key: Any, V: SharedArray, high: SharedArray,
+                  low: SharedArray | None, at: int, threads: int, exclusive: bool) -> None:
+    """On a worker: a holder's product, summed in rows ``at:`` of the files.
+
+    The files are mapped once per holder state and kept in ``mapped`` (a pass writes the same
+    files again while the shapes stay, see :class:`PassFiles`).
+    """
+    paths = (V.path, high.path, "" if low is None else low.path)
+    if key not in mapped or mapped[key][0] != paths:
+        mapped[key] = paths, (V.view(writable=False), high.view(),
+                              None if low is None else low.view())
+    V_view, high_view, low_view = mapped[key][1]
+    rows = slice(at, at + state.hi - state.lo)
+    out = high_view[rows, ...], None if low_view is None else low_view[rows, ...]
+    for part in out:
+        if part is not None:
+            part[...] = 0.0  # the last pass's partial
+    state_product(state, V_view, threads, exclusive, out=out)

@@ -415,7 +415,8 @@ def two_sum_into(high: np.ndarray, low: np.ndarray, term: np.ndarray,
 
 
 def state_product(state: HolderState, V: np.ndarray, threads: int,
-                  exclusive: bool = False) -> tuple[int, Any, Any]:
+                  exclusive: bool = False,
+                  out: tuple[np.ndarray, np.ndarray | None] | None = None) -> tuple[int, Any, Any]:
     """Multiply every held tile by ``V``: ``(lo, high, low)``.
 
     Rows ``lo:hi`` of the product (its stripe, or every row its tiles touch), as a
@@ -423,11 +424,16 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
     ``V`` is on a GPU (a holder in this process, whose Krylov basis stays there), else on the
     host. ``exclusive``: no other holder's partial overlaps these rows, so the sum is rounded
     here, ``(lo, high + low, None)``: the same numbers as rounding after the transfer, in
-    half the bytes.
+    half the bytes. ``out``: host arrays of zeros, ``(high, low)`` of the partial's shape
+    (``low`` ``None`` when exclusive), that the sum is made in and returned (a shared-memory
+    file: the product is not copied there afterwards).
     """
     lo, xp = state.lo, state.namespace
     shape = (state.hi - lo, V.shape[1])
-    high, low = state.zeros(shape), state.zeros(shape)
+    if out is None or xp is not np:
+        high, low = state.zeros(shape), state.zeros(shape)
+    else:
+        high, low = out[0], state.zeros(shape) if out[1] is None else out[1]
     locks = [threading.Lock() for _ in state.bounds]
     keep_on_device = xp is not np and array_module(V) is xp
     V = _operand(V, xp)
@@ -481,6 +487,11 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
     if exclusive:
         high += low
         low = None
+    if out is not None and xp is not np:  # a GPU holder's sum, into the host's arrays
+        out[0][...] = to_host(high)
+        if low is not None:
+            out[1][...] = to_host(low)
+        return lo, out[0], out[1]
     if keep_on_device:  # a GPU holder in this process: its Krylov basis stays on the GPU
         return lo, high, low
     return lo, to_host(high), None if low is None else to_host(low)

@@ -75,7 +75,7 @@ async def _scatter_to_each(client: Any, V: np.ndarray, addresses: list[str],
         for address in addresses)))
 
 
-def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
+def _sum_partials(n: int, partials: list[tuple[int, Any, Any]], reused: bool = False) -> Any:
     """Add the holders' double-double partials (rows ``lo:lo + len`` each) and round the total.
 
     A partial over rows no earlier one touched is copied (a sum into zeros would give it bit
@@ -85,13 +85,14 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
     them, see :func:`state_product`) are placed as they are; one over every row is the result.
     A first partial over every row (the symmetric layout's first holder) becomes the sum
     itself when it is writable (it is this pass's own memory): the same numbers, without two
-    ``n × b`` arrays of zeros, a copy, and a third array for the rounded total.
+    ``n × b`` arrays of zeros, a copy, and a third array for the rounded total. ``reused``:
+    the partials' memory is written again by the next product, so the result is a new array.
     """
     xp = array_module(partials[0][1])
     shape = (n, *partials[0][1].shape[1:])
     if all(part_low is None for _, _, part_low in partials):
         if len(partials) == 1 and partials[0][0] == 0 and partials[0][1].shape[0] == n:
-            return partials[0][1]
+            return partials[0][1].copy() if reused else partials[0][1]
         total = xp.zeros(shape, dtype=xp.float64)
         for lo, part, _ in partials:
             total[lo : lo + part.shape[0], ...] = part
@@ -114,6 +115,8 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]]) -> Any:
         else:
             high[rows, ...], low[rows, ...] = part_high, part_low
         touched[rows] = True
+    if reused:
+        return high + low
     high += low
     return high
 

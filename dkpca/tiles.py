@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +38,7 @@ from ._cluster_workers import cluster_workers, live_workers
 from ._device import c_float64, to_host
 from ._shared_memory import (
     HolderStateMissing,
+    PassFiles,
     SharedMemoryFull,
     shared_memory_reaches,
     shared_product,
@@ -170,6 +173,9 @@ class KernelTiles:
         # partials that no other overlaps are rounded by their holders (half the bytes back)
         self._exclusive = self.layout == "stripes" or len(self.holders) == 1
         self._shared: bool | None = None  # whether the holders see our shared memory: probed
+        self._pass_files = PassFiles()  # kept from pass to pass, removed with the tiles
+        weakref.finalize(self, self._pass_files.close)
+        self._pass_lock = threading.Lock()  # one product at a time writes the pass files
         self._source: list = []
         self._recipe: list = []
         self.states: list = []
@@ -200,6 +206,7 @@ class KernelTiles:
         if futures and self._client is not None and self._client.status == "running":
             self._client.cancel(futures)
         self.states, self._source, self._recipe = [], [], []
+        self._pass_files.close()
 
     @contextlib.contextmanager
     def released_on_error(self) -> Iterator[None]:
@@ -298,12 +305,14 @@ class KernelTiles:
                                "failed, or release() was called); build them again")
         if self._client is None:  # in this process: the product is where V is
             V = c_float64(V)
-            partials = [state_product(state, V, h.nthreads, self._exclusive)
-                        for h, state in zip(self.holders, self.states, strict=True)]
-        else:
+            return _sum_partials(self.n, [
+                state_product(state, V, h.nthreads, self._exclusive)
+                for h, state in zip(self.holders, self.states, strict=True)])
+        with self._pass_lock:
             partials = self._distributed_product(np.ascontiguousarray(to_host(V),
                                                                       dtype=np.float64))
-        return _sum_partials(self.n, partials)
+            # shared-memory partials are the pass files, written again by the next product
+            return _sum_partials(self.n, partials, reused=bool(self._shared))
 
     @property
     def local(self) -> bool:
@@ -327,7 +336,7 @@ class KernelTiles:
                      for pairs, stripe in zip(self._pairs, self._stripes, strict=True)]
             try:
                 return shared_product(client, self.holders, self.states, spans, V,
-                                      self._exclusive)
+                                      self._exclusive, self._pass_files)
             except (SharedMemoryFull, HolderStateMissing) as err:
                 logger.info("kernel products go through tasks and sockets from now on: %s", err)
                 self._shared = False

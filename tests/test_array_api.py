@@ -231,6 +231,12 @@ def test_a_holders_sums_and_pass_on_the_standard_alone(cached, dtype):
         total = np.asarray(high) + (0.0 if low is None else np.asarray(low))
         reference = want[1] + (0.0 if want[2] is None else want[2])
         np.testing.assert_allclose(total, reference, rtol=0, atol=atol * 70 * np.abs(V).max())
+        # host arrays given (a worker's shared-memory file): the holder's sum comes into them
+        out = np.zeros((70, 4)), None if exclusive else np.zeros((70, 4))
+        _, into_high, into_low = state_product(strict, V, 2, exclusive=exclusive, out=out)
+        assert into_high is out[0] and into_low is out[1]
+        np.testing.assert_array_equal(  # rounded, whatever the order the threads added in
+            into_high + (0.0 if exclusive else into_low), total)
     np.testing.assert_allclose(reference, RBF(gamma=0.2).pairwise(X) @ V, rtol=0,
                                atol=atol * 70 * np.abs(V).max())
     assert strict.forms == numpy.forms and (cached or dtype == np.float64 or numpy.forms)

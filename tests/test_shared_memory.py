@@ -24,6 +24,7 @@ import dkpca._shared_memory as shared_memory
 from dkpca._shared_memory import (
     PREFIX,
     HolderStateMissing,
+    PassFiles,
     SharedFiles,
     SharedMemoryFull,
     shared_memory_reaches,
@@ -98,25 +99,70 @@ def test_a_fit_on_worker_processes_equals_the_threaded_fit_and_leaves_no_file(pr
 
 
 def test_a_pass_that_fails_on_a_worker_raises_and_leaves_no_file(process_client):
+    before = _files()
     tiles = _tiles()
     tiles.matmul(_V())
-    before = _files()
+    assert len(_files() - before) == 5  # V, and a double-double partial for each holder
     with pytest.raises(ValueError):  # V's rows do not match the tiles'
         tiles.matmul(_V(1_000))
     assert _files() == before
+    assert tiles.matmul(_V()).shape == (2_000, 4)  # the next pass makes its files anew
+    tiles.release()  # the error's traceback holds this frame until a garbage collection
+    assert _files() == before
+
+
+@pytest.mark.parametrize("layout", ["symmetric", "stripes"])
+def test_the_files_are_kept_from_pass_to_pass_and_removed_with_the_tiles(process_client,
+                                                                         layout):
+    before = _files()
+    V = _V()
+    with dask.config.set({"dkpca.tile-layout": layout}):
+        tiles = _tiles()
+    first = tiles.matmul(V)
+    kept = _files() - before
+    assert kept
+    kept_first = first.copy()
+    second = tiles.matmul(2 * V)  # the same files, written again
+    assert _files() - before == kept
+    np.testing.assert_array_equal(first, kept_first)  # a result is not the files' memory
+    np.testing.assert_array_equal(second, 2 * first)
+    tiles.matmul(V[:, :3])  # another width: new files, the old ones removed
+    assert not (_files() - before) & kept
+    del tiles
+    assert _files() == before
+
+
+def test_released_tiles_remove_their_files_and_the_workers_drop_their_mappings(process_client):
+    import time
+
+    before = _files()
+    tiles = _tiles()
+    tiles.matmul(_V())
+
+    def mapped(dask_worker):
+        return len(dask_worker.plugins[shared_memory.HANDLER].mapped)
+
+    assert sorted(process_client.run(mapped).values()) == [1, 1]  # one holder on each worker
+    tiles.release()
+    assert _files() == before
+    deadline = time.monotonic() + 10
+    while sum(process_client.run(mapped).values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sum(process_client.run(mapped).values()) == 0
 
 
 def test_a_full_shared_memory_sends_the_passes_through_sockets(process_client, monkeypatch,
                                                                caplog):
-    tiles, V = _tiles(), _V()
-    shared = tiles.matmul(V)
+    tiles, V, narrower = _tiles(), _V(), _V()[:, :3]
+    shared = tiles.matmul(narrower)
+    tiles.matmul(V)  # the files kept are V's width now
 
     def full(self, shape):
         raise SharedMemoryFull("no space left")
 
     monkeypatch.setattr(SharedFiles, "create", full)
     with caplog.at_level(logging.INFO, logger="dkpca.tiles"):
-        np.testing.assert_array_equal(tiles.matmul(V), shared)
+        np.testing.assert_array_equal(tiles.matmul(narrower), shared)
     assert tiles._shared is False
     assert "through tasks and sockets from now on: no space left" in caplog.text
 
@@ -131,7 +177,7 @@ def test_a_worker_without_the_state_says_so(process_client):
     spans = [(0, V.shape[0])] * len(tiles.holders)
     with pytest.raises(HolderStateMissing, match="a-state-no-worker-holds"):
         shared_product(process_client, tiles.holders, [Gone()] * len(tiles.holders), spans, V,
-                       exclusive=True)
+                       exclusive=True, files=PassFiles())
 
 
 def test_a_streamed_pass_waits_for_the_states_and_keeps_shared_memory(process_client, caplog):

@@ -456,9 +456,9 @@ def test_stripes_return_each_row_once_and_equal_the_symmetric_layout(process_cli
     V = np.random.default_rng(1).normal(size=(3_000, 4))
     returned = []
     sum_partials = dkpca.tiles._sum_partials
-    monkeypatch.setattr(dkpca.tiles, "_sum_partials", lambda n, partials: returned.append(
+    monkeypatch.setattr(dkpca.tiles, "_sum_partials", lambda n, partials, **kw: returned.append(
         (sum(len(high) for _, high, _ in partials), [low is None for *_, low in partials]))
-        or sum_partials(n, partials))
+        or sum_partials(n, partials, **kw))
     products, tiles = {}, {}
     for layout in ("stripes", "symmetric"):
         with dask.config.set({"dkpca.tile-layout": layout}):
@@ -584,6 +584,18 @@ def test_a_partial_no_other_overlaps_is_rounded_where_it_is_made():
     np.testing.assert_array_equal(tiles.matmul(V), high + low)
     np.testing.assert_allclose(tiles.matmul(V), RBF(gamma=0.3).pairwise(X) @ V, rtol=1e-5,
                                atol=1e-4)
+    # summed in arrays given (a shared-memory file's rows): the same numbers, in them
+    out = np.zeros((950, 3)), np.zeros((950, 3))
+    given = out[0][50:], out[1][50:]
+    _, into_high, into_low = state_product(tiles.states[0], V, 2, out=given)
+    assert into_high is given[0] and into_low is given[1]
+    np.testing.assert_array_equal(out[0][50:] + out[1][50:], high + low)  # any order of tiles
+    assert not out[0][:50].any() and not out[1][:50].any()
+    out[0][...] = 0.0
+    _, into_rounded, none = state_product(tiles.states[0], V, 2, exclusive=True,
+                                          out=(out[0][50:], None))
+    assert none is None and into_rounded.base is out[0]
+    np.testing.assert_array_equal(into_rounded, rounded)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
