@@ -39,7 +39,6 @@ from distributed import wait
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import to_serialize
 
-from ._heap import freed_blocks_reused
 from ._tile_holders import state_product
 
 __all__ = ["SHARED_MEMORY_KEY", "HolderStateMissing", "PassFiles", "SharedArray", "SharedFiles",
@@ -399,5 +398,4 @@ def _product_into(state: Any, mapped: dict, key: Any, V: SharedArray, high: Shar
     for part in out:
         if part is not None:
             part[...] = 0.0  # the last pass's partial
-    with freed_blocks_reused():
-        state_product(state, V_view, threads, exclusive, out=out)
+    state_product(state, V_view, threads, exclusive, out=out)

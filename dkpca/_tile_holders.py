@@ -65,6 +65,7 @@ from ._device import (
     to_device,
     to_host,
 )
+from ._heap import freed_blocks_reused
 from ._tile_values import BlockOfV, ProductScratch, StoredTile
 from .kernels import Kernel
 from .linalg import single_threaded_blas
@@ -345,7 +346,9 @@ def build_state(kernel: Kernel, dtype: np.dtype, bounds: list[tuple[int, int]],
         with first_call_alone(("tile", repr(kernel), dtype.str, i == j), device):
             tiles[k] = StoredTile.evaluate(kernel, rows[i], rows[j], dtype, i == j)
 
-    with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
+    # in a nanny's worker, temporaries and scratch reuse freed pages (see dkpca._heap)
+    with single_threaded_blas(), freed_blocks_reused(), \
+            ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(evaluate, _largest_first(bounds, pairs)))
     state.tiles = tiles
     return state
@@ -478,7 +481,9 @@ def state_product(state: HolderState, V: np.ndarray, threads: int,
         if i != j and state.owns(j):
             add(j, tile.product(blocks[i], buffers, transposed=True), buffers)
 
-    with single_threaded_blas(), ThreadPoolExecutor(state.threads or threads) as pool:
+    # in a nanny's worker, temporaries and scratch reuse freed pages (see dkpca._heap)
+    with single_threaded_blas(), freed_blocks_reused(), \
+            ThreadPoolExecutor(state.threads or threads) as pool:
         list(pool.map(multiply, _largest_first(state.bounds, state.pairs)))
     if forms:  # read back once, after the pass: later passes know each tile's form
         found = xp.stack([xp.asarray(f, dtype=namespace_dtype(xp, np.bool_))
