@@ -7,7 +7,10 @@ cached on the holders: the workers, or this process on threads). Each configurat
 fresh process (spawned), which first measures the float32 GEMM rate of a 4096-row tile times a
 ``4096 × b`` block (``b`` the Krylov block width) on as many BLAS threads as the configuration
 has cores, then fits once untimed on a tenth of the rows (imports, cluster start), then times
-the fit.
+the fit. With ``--warm-up full`` the untimed fit is of every row, as the timed one: the timed
+fit is then a process's second of its size, as on a cluster that has fitted before (on this
+development VM a process's first allocation of the tiles' memory, in the client or in the
+workers, cost up to a second more, and by more in some runs than in others).
 
 Reported per configuration: whole-fit time, the median Krylov pass (from the solver's own
 log), the pass's bound (``2 n² b`` flops, what the stored upper tiles cost for ``K V``, at that
@@ -22,6 +25,7 @@ Usage::
     python benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2 threads:4
     python benchmarks/bench_scaling.py --configs threads:2 2x1:stripes 2x1:symmetric
     python benchmarks/bench_scaling.py --configs threads:2 1x2 2x1 --rounds 5
+    python benchmarks/bench_scaling.py --configs threads:2 1x2 2x1 --rounds 5 --warm-up full
 
 A cluster configuration uses the default tile layout (``auto``: stripes where they fit) unless
 it names one (``dkpca.tile-layout``, see :func:`dkpca.tiles.tile_layout`), and distributed's
@@ -141,7 +145,8 @@ def _scheduler(config: str, cores: int):
         yield
 
 
-def _child(config: str, n: int, d: int, block_size: str | None, queue) -> None:
+def _child(config: str, n: int, d: int, block_size: str | None, warm_full: bool,
+           queue) -> None:
     import dkpca
     from dkpca.solvers.randomized import AUTO_BLOCK_WIDTH
 
@@ -159,7 +164,8 @@ def _child(config: str, n: int, d: int, block_size: str | None, queue) -> None:
 
     made = _keep_tiles()
     with _scheduler(config, cores):
-        fit(X[: n // 10])
+        fit(X if warm_full else X[: n // 10])
+        made.clear()  # the warm-up's tiles go (the timed fit's are measured alone)
         passes.seconds.clear()
         wait_for_quiet(0.3, patience=30.0)
         start = time.perf_counter()
@@ -196,10 +202,11 @@ def _product_seconds(tiles, width: int) -> float:
     return min(_seconds(lambda: tiles.matmul(V)) for _ in range(7))
 
 
-def _run(config: str, n: int, d: int, block_size: str | None = None) -> dict:
+def _run(config: str, n: int, d: int, block_size: str | None = None,
+         warm_full: bool = False) -> dict:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    child = context.Process(target=_child, args=(config, n, d, block_size, queue))
+    child = context.Process(target=_child, args=(config, n, d, block_size, warm_full, queue))
     child.start()
     child.join()
     if child.exitcode != 0:
@@ -268,6 +275,9 @@ def main() -> None:
     parser.add_argument("--block-size", default=None,
                         help="KernelPCA's block_size (memory of one tile), e.g. 100MB; "
                              "default: KernelPCA's")
+    parser.add_argument("--warm-up", choices=("tenth", "full"), default="tenth",
+                        help="the untimed fit before the timed one: on a tenth of the rows "
+                             "(default) or on all of them")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     print_environment(environment(), sys.argv)
@@ -279,7 +289,8 @@ def main() -> None:
     for number in range(1, args.rounds + 1):
         results = []
         for config in configs:  # each one printed as it ends: a run cut short still reports
-            results.append(_run(config, args.n, args.d, args.block_size))
+            results.append(_run(config, args.n, args.d, args.block_size,
+                                args.warm_up == "full"))
             print(f"round {number}, {config}: " + json.dumps(
                 {k: v for k, v in results[-1].items() if k != "eigenvalues"}), flush=True)
         rounds.append(results)
