@@ -11,12 +11,12 @@ reading a chunk then takes about twice as long as in a plain Python process (BEN
 :func:`freed_blocks_reused` raises both thresholds while a task that reads many blocks of one
 size runs, so each block reuses the pages the one before it freed, and while a worker
 evaluates its kernel tiles or multiplies them in a Krylov pass (the evaluation's temporaries,
-``V``'s blocks in the tiles' dtype and each thread's scratch, made again every pass). Afterwards it puts back the
-process's own settings and hands what glibc kept to the system (``malloc_trim``): between tasks
-the worker's memory is what it would have been. It acts only in a process started with either
-variable set (a worker of distributed's nanny, or a user's own choice): elsewhere glibc's
-adaptive threshold already reuses freed blocks, and setting a threshold would switch that off
-for good. Elsewhere than on glibc it does nothing.
+``V``'s blocks in the tiles' dtype and each thread's scratch, made again every pass).
+Afterwards it puts back the process's own settings and hands what glibc kept to the system
+(``malloc_trim``): between tasks the worker's memory is what it would have been. It acts
+only in a process started with either variable set (a worker of distributed's nanny, or a
+user's own choice): elsewhere glibc's adaptive threshold already reuses freed blocks, and
+setting a threshold would switch that off for good. Elsewhere than on glibc it does nothing.
 """
 
 from __future__ import annotations
