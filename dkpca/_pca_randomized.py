@@ -62,7 +62,8 @@ from ._pca_stripes import (
     scatter_group,
     stripe_groups,
 )
-from ._tile_holders import active_client, recovering
+from ._tile_holders import active_client
+from ._worker_loss import recovering
 from .blocked import compute, scheduler_threads, tree_sum, worker_memory_per_thread
 from .io._views import row_view, view_blocks
 from .linalg import block_krylov_eigh, flip_signs, single_threaded_blas

@@ -49,7 +49,6 @@ from ._tile_holders import (
     build_state,
     holders,
     partial_rows,
-    recovering,
     state_product,
     state_summary,
 )
@@ -70,6 +69,7 @@ from ._tile_transport import (
     _sum_partials,
 )
 from ._tile_values import StoredTile, evaluate_tile
+from ._worker_loss import recovering
 from .blocked import compute, tile_blocks
 from .kernels import Kernel
 

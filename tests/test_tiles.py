@@ -668,7 +668,7 @@ def test_a_refused_connection_to_a_killed_worker_is_recovered_and_other_errors_a
 
     from distributed.comm import CommClosedError
 
-    from dkpca._tile_holders import recovering
+    from dkpca._worker_loss import recovering
 
     log = logging.getLogger("test")
 
