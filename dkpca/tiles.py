@@ -249,6 +249,8 @@ class KernelTiles:
             self._recipe = [X[start:stop, :] for start, stop in self.bounds]
             if self._client is None:
                 return self._recipe
+            if not any(hasattr(block, "dask") for block in self._recipe):  # as _send, at once
+                return self._client.scatter(self._recipe, hash=False)
         return [self._send(k) for k in range(len(self._recipe))]
 
     def _send(self, k: int) -> Any:

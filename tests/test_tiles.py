@@ -441,6 +441,33 @@ def test_in_memory_data_is_sent_once_never_inside_a_graph(process_client, caplog
 
 
 @pytest.mark.distributed
+@pytest.mark.parametrize("layout", ["symmetric", "stripes"])
+def test_in_memory_blocks_are_scattered_in_one_call_dense_or_sparse(process_client, monkeypatch,
+                                                                    layout):
+    import dask
+    import scipy.sparse as sp
+
+    calls = []
+    scatter = type(process_client).scatter
+
+    def counting(self, data, *args, **kwargs):
+        calls.append(len(data) if isinstance(data, list) else 1)
+        return scatter(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(type(process_client), "scatter", counting)
+    dense = np.random.default_rng(0).normal(size=(900, 6))
+    dense[np.abs(dense) < 1.0] = 0.0
+    reference = RBF(gamma=0.2).pairwise(dense) @ np.ones((900, 2))
+    with dask.config.set({"dkpca.tile-layout": layout}):
+        for X in (dense, sp.csr_matrix(dense)):
+            calls.clear()
+            tiles = cache_kernel_tiles(RBF(gamma=0.2), X, block_bytes=300 * 300 * 8,
+                                       dtype="float64")
+            assert calls == [len(tiles.bounds)] and len(tiles.bounds) >= 3  # one scatter, all
+            np.testing.assert_allclose(tiles.matmul(np.ones((900, 2))), reference, rtol=1e-12)
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_stripes_return_each_row_once_and_equal_the_symmetric_layout(process_client,
                                                                      monkeypatch, dtype,
