@@ -43,6 +43,7 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     import matplotlib.pyplot as plt
 
     from dkpca._errors import UsageError
+    from dkpca.cli._signals import output_written
     from dkpca.cluster import connect
     from dkpca.datasets import make_rings
     from dkpca.selection import select_model
@@ -75,6 +76,7 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     logger.info("solver %s, %d passes, %.1f s", kp.solver_, kp.n_iter_, elapsed)
     out.mkdir(parents=True, exist_ok=True)
     plt.close(selection.plot(out / "model-selection.png"))
+    output_written(out / "model-selection.png")
     figure_path = out / "kpca-rings.png"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
     for ring in range(3):
@@ -89,8 +91,10 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     partial = figure_path.with_suffix(".partial.png")
     fig.savefig(partial, dpi=110)
     partial.replace(figure_path)  # never leave a half-written figure behind
+    output_written(figure_path)
     plt.close(fig)
     _plot_denoising(X, denoised, labels, out / "denoise-rings.png", plt)
+    output_written(out / "denoise-rings.png")
     summary = (f"MDD chose sigma2 = {kp.sigma2:.3g} and {kp.n_components_} components; kernel "
                f"PCA on {len(X)} x {X.shape[1]} ({kp.solver_}) in {elapsed:.1f} s; figures: "
                f"{figure_path}, {out / 'model-selection.png'}, {out / 'denoise-rings.png'}")

@@ -1,5 +1,6 @@
 """The ``dkpca`` command: fit -> transform -> info on Zarr, the demo, and user errors."""
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -733,6 +734,55 @@ def test_sigterm_while_the_parser_is_built_is_an_interrupt(monkeypatch, capsys):
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert status == 130
+    assert capsys.readouterr().err.strip() == "dkpca: interrupted; no output was written"
+
+
+def _interrupted_at_shutdown(module, monkeypatch):
+    """Ctrl-C as the embedded cluster shuts down, once the command's work in it is done."""
+    real = module.cluster
+
+    @contextlib.contextmanager
+    def cluster(options):
+        with real(options):
+            yield
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "cluster", cluster)
+
+
+@pytest.mark.distributed
+def test_an_interrupt_after_the_outputs_are_written_names_them(store, tmp_path, monkeypatch,
+                                                               capsys):
+    """The outputs written whole stay, and the message says so: it said "no output was
+    written" beside a complete model."""
+    import dkpca.cli._commands
+    import dkpca.cli._main
+    import dkpca.cli._shared
+
+    path, X = store
+    model_path, scores_path = tmp_path / "model.zarr", tmp_path / "scores.zarr"
+    fit = ["fit", str(path), "--component", "X", "--out", str(model_path), "--n-components",
+           "2", "--gamma", "0.2", "--solver", "exact", "--quiet", *CLUSTER]
+    _interrupted_at_shutdown(dkpca.cli._commands, monkeypatch)
+    assert main(fit) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"dkpca: interrupted; written before it, whole: {model_path}")
+    model = dkpca.load(model_path)
+    assert model.n_components_ == 2
+
+    _interrupted_at_shutdown(dkpca.cli._shared, monkeypatch)  # transform writes in _shared
+    assert main(["transform", str(model_path), str(path), "--component", "X", "--out",
+                 str(scores_path), "--quiet", *CLUSTER]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"dkpca: interrupted; written before it, whole: {scores_path}")
+    scores = xr.open_zarr(scores_path, consolidated=False).scores.values
+    np.testing.assert_allclose(scores, model.transform(X), atol=1e-10)
+
+    def build_parser():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dkpca.cli._main, "build_parser", build_parser)
+    assert main(["info", str(model_path)]) == 130  # the next command's record starts empty
     assert capsys.readouterr().err.strip() == "dkpca: interrupted; no output was written"
 
 

@@ -39,7 +39,7 @@ from dkpca.cli._shared import (
     storage,
     write_rows,
 )
-from dkpca.cli._signals import closing_clusters_on_interrupt
+from dkpca.cli._signals import closing_clusters_on_interrupt, output_written
 
 logger = logging.getLogger("dkpca")
 
@@ -56,6 +56,7 @@ def _fit(args: argparse.Namespace) -> str:
         logger.info("fitting %s on %s (%d x %d)", model, args.input, *X.shape)
         model.fit(X)
         save(model, args.out, overwrite=args.overwrite, storage_options=storage(args, args.out))
+        output_written(args.out)
     elapsed = time.perf_counter() - started
     if not args.quiet:
         print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)
@@ -96,6 +97,7 @@ def _update(args: argparse.Namespace) -> str:
         # written beside and renamed into place: until then MODEL is the old model, whole
         save(model, destination, overwrite=in_place or args.overwrite,
              storage_options=storage(args, destination))
+        output_written(destination)
     elapsed = time.perf_counter() - started
     variances = getattr(model, "eigenvalues_", model.explained_variance_)
     ratios = model.explained_variance_ratio_
@@ -142,6 +144,7 @@ def _select(args: argparse.Namespace) -> str:
 
     matplotlib.use("Agg")
     result.plot(plot, storage_options=storage(args, plot))
+    output_written(plot)
     if args.table is not None:
         from dkpca.io import atomic_location
 
@@ -149,6 +152,7 @@ def _select(args: argparse.Namespace) -> str:
                              storage_options=storage(args, args.table)) as temp:
             result.table.to_zarr(temp.store, mode="w-", consolidated=False, zarr_format=3,
                                  storage_options=temp.storage_options or None)
+        output_written(args.table)
     if not args.quiet:
         print_selection(result)
     next_step = ("" if result.sigma2 is None or not result.n_components else

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from dkpca.cli._shared import check_outputs, client_options, cluster, kernel_pca
+from dkpca.cli._signals import output_written
 
 __all__ = ["PCA_SOLVERS", "run"]
 
@@ -154,9 +155,11 @@ def run(args: argparse.Namespace) -> str:
                              storage_options=out_options) as temp:
             result.to_zarr(temp.store, mode="w-", consolidated=False, zarr_format=3,
                            storage_options=temp.storage_options or None)
+        output_written(args.out)
         if args.save_model:
             save(model, args.save_model, overwrite=args.overwrite,
                  storage_options=model_options)
+            output_written(args.save_model)
     elapsed = time.perf_counter() - started
     ratios = ", ".join(f"{r:.1%}" for r in model.explained_variance_ratio().values[:4])
     kept = int(model.layout_.kept.sum())

@@ -19,7 +19,7 @@ from dkpca._errors import (
 )
 from dkpca.cli._arguments import build_parser
 from dkpca.cli._commands import run_command
-from dkpca.cli._signals import interrupt_on_sigterm
+from dkpca.cli._signals import forget_outputs, interrupt_on_sigterm, interrupted_message
 
 logger = logging.getLogger("dkpca")
 
@@ -42,10 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     0
     """
     previous_sigterm = interrupt_on_sigterm()
+    forget_outputs()
     try:
         return _parse_and_run(argv)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
-        print("dkpca: interrupted; no output was written", file=sys.stderr)
+        print(interrupted_message(), file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         if previous_sigterm is not None:

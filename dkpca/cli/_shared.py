@@ -18,6 +18,7 @@ from typing import Any
 from dkpca._errors import (
     UsageError,
 )
+from dkpca.cli._signals import closing_clusters_on_interrupt, output_written
 
 logger = logging.getLogger("dkpca")
 
@@ -46,7 +47,6 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def cluster(options: dict[str, Any]) -> Iterator[None]:
-    from dkpca.cli._signals import closing_clusters_on_interrupt
     from dkpca.cluster import connect
     from dkpca.io import stop_writers_before_cleanup
 
@@ -421,22 +421,21 @@ def write_rows(
     attributes = {**_description(model), **attributes, "model": str(args.model),
                   "input": str(args.input)}
     started = time.perf_counter()
-    with (
-        cluster(options),
-        atomic_group(args.out, attributes=attributes, overwrite=args.overwrite,
-                     storage_options=storage(args, args.out)) as group,
-    ):
-        pending = store_array(group, name, rows, dimension_names=(sample_dim, column_dim))
-        for key, (values, dims) in extra.items():
-            store_array(group, key, values, dimension_names=dims)
-        coordinate = sample_coordinate(args, rows.shape[0], sample_dim)
-        if coordinate is not None:
-            store_array(group, sample_dim, coordinate[...], dimension_names=(sample_dim,),
-                        attributes=dict(coordinate.attrs))
-        if along is None:
-            compute(pending)
-        else:
-            _, along = compute(pending, along)
+    with cluster(options):
+        with atomic_group(args.out, attributes=attributes, overwrite=args.overwrite,
+                          storage_options=storage(args, args.out)) as group:
+            pending = store_array(group, name, rows, dimension_names=(sample_dim, column_dim))
+            for key, (values, dims) in extra.items():
+                store_array(group, key, values, dimension_names=dims)
+            coordinate = sample_coordinate(args, rows.shape[0], sample_dim)
+            if coordinate is not None:
+                store_array(group, sample_dim, coordinate[...], dimension_names=(sample_dim,),
+                            attributes=dict(coordinate.attrs))
+            if along is None:
+                compute(pending)
+            else:
+                _, along = compute(pending, along)
+        output_written(args.out)  # the cluster's shutdown may still be interrupted
     return time.perf_counter() - started, along
 
 

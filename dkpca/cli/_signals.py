@@ -3,7 +3,8 @@
 A batch system or Kubernetes stops a job with SIGTERM; treated as Ctrl-C, it ends the command
 with status 130 after its partial output is removed. An interrupt that lands while the
 embedded cluster starts is the one case that needs more: see
-:func:`closing_clusters_on_interrupt`.
+:func:`closing_clusters_on_interrupt`. Outputs already written whole stay, and the message
+names them (:func:`output_written`, :func:`interrupted_message`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,45 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["closing_clusters_on_interrupt", "interrupt_on_sigterm", "raise_interrupt"]
+__all__ = ["closing_clusters_on_interrupt", "forget_outputs", "interrupt_on_sigterm",
+           "interrupted_message", "output_written", "raise_interrupt"]
+
+#: The outputs the running command has written whole: an interrupt after them (the embedded
+#: cluster shutting down, the next figure) leaves them in place, and its message says so.
+_written: list[str] = []
+
+
+def output_written(place: Any) -> None:
+    """Record that the running command has written ``place`` whole (its rename is done).
+
+    Examples
+    --------
+    >>> forget_outputs()
+    >>> output_written("model.zarr")
+    >>> interrupted_message()
+    'dkpca: interrupted; written before it, whole: model.zarr'
+    >>> forget_outputs()
+    """
+    _written.append(str(place))
+
+
+def forget_outputs() -> None:
+    """Start a command's record of written outputs afresh."""
+    _written.clear()
+
+
+def interrupted_message() -> str:
+    """Return the line printed when Ctrl-C or SIGTERM ends the command.
+
+    Examples
+    --------
+    >>> forget_outputs()
+    >>> interrupted_message()
+    'dkpca: interrupted; no output was written'
+    """
+    if not _written:
+        return "dkpca: interrupted; no output was written"
+    return f"dkpca: interrupted; written before it, whole: {', '.join(_written)}"
 
 
 def raise_interrupt(signum: int, frame: Any) -> None:
