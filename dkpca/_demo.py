@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ logger = logging.getLogger("dkpca")
 DEMO_TRAIN = 300
 
 
-def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
+def run_demo(args: argparse.Namespace, client_options: dict,
+             written: Callable[[Path], None] = lambda path: None) -> tuple[Any, str]:
     """Choose σ² and the components by MDD, fit kernel PCA on three noisy rings, plot both.
 
     Writes ``model-selection.png`` (the data and noise spectra, and the structural information
@@ -26,7 +28,8 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     fixed-point pre-images). Returns the fitted model (the command prints its eigenvalues) and the one-line
     summary. ``args`` carries ``out``, ``n_samples``, ``n_components`` (``None``: chosen by
     MDD), ``n_draws`` and ``random_state``; ``client_options`` go to
-    :func:`dkpca.cluster.connect`.
+    :func:`dkpca.cluster.connect`. ``written`` is called with each figure's path once it is
+    in place (the command names them if it is then interrupted).
 
     Examples
     --------
@@ -43,7 +46,6 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     import matplotlib.pyplot as plt
 
     from dkpca._errors import UsageError
-    from dkpca.cli._signals import output_written
     from dkpca.cluster import connect
     from dkpca.datasets import make_rings
     from dkpca.selection import select_model
@@ -76,7 +78,7 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     logger.info("solver %s, %d passes, %.1f s", kp.solver_, kp.n_iter_, elapsed)
     out.mkdir(parents=True, exist_ok=True)
     plt.close(selection.plot(out / "model-selection.png"))
-    output_written(out / "model-selection.png")
+    written(out / "model-selection.png")
     figure_path = out / "kpca-rings.png"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
     for ring in range(3):
@@ -91,10 +93,10 @@ def run_demo(args: argparse.Namespace, client_options: dict) -> tuple[Any, str]:
     partial = figure_path.with_suffix(".partial.png")
     fig.savefig(partial, dpi=110)
     partial.replace(figure_path)  # never leave a half-written figure behind
-    output_written(figure_path)
+    written(figure_path)
     plt.close(fig)
     _plot_denoising(X, denoised, labels, out / "denoise-rings.png", plt)
-    output_written(out / "denoise-rings.png")
+    written(out / "denoise-rings.png")
     summary = (f"MDD chose sigma2 = {kp.sigma2:.3g} and {kp.n_components_} components; kernel "
                f"PCA on {len(X)} x {X.shape[1]} ({kp.solver_}) in {elapsed:.1f} s; figures: "
                f"{figure_path}, {out / 'model-selection.png'}, {out / 'denoise-rings.png'}")

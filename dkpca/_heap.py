@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import platform
 import threading
@@ -61,6 +62,7 @@ def _process_thresholds() -> tuple[int, int] | None:
             _GLIBC_DEFAULT if trim is None else trim)
 
 
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None

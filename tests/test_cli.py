@@ -274,6 +274,24 @@ def test_demo_writes_figure_and_prints_eigenvalues(tmp_path, capsys):
 
 
 @pytest.mark.distributed
+def test_demo_interrupted_between_figures_names_those_written(tmp_path, capsys, monkeypatch):
+    import dkpca._demo
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dkpca._demo, "_plot_denoising", interrupted)
+    out = tmp_path / "demo"
+    status = main(["demo", "--out", str(out), "--n-samples", "300", "--n-draws", "5", "--quiet",
+                   *CLUSTER])
+    assert status == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"dkpca: interrupted; written before it, whole: {out / 'model-selection.png'}, "
+        f"{out / 'kpca-rings.png'}")
+    assert sorted(out.iterdir()) == [out / "kpca-rings.png", out / "model-selection.png"]
+
+
+@pytest.mark.distributed
 def test_select_prints_the_choice_and_writes_figure_and_table(tmp_path, capsys):
     from dkpca.datasets import make_semicircles
 

@@ -300,7 +300,7 @@ def run_command(args: argparse.Namespace) -> str:
 
         _check_demo_folder(args.out)
         with closing_clusters_on_interrupt():
-            model, summary = run_demo(args, client_options(args))
+            model, summary = run_demo(args, client_options(args), written=output_written)
         if not args.quiet:
             print("eigenvalues of the centred kernel matrix:")
             print_eigenvalues(model.eigenvalues_, model.explained_variance_ratio_)
