@@ -37,6 +37,7 @@ import scipy.sparse
 from . import _progress
 from ._cluster_workers import cluster_workers
 from ._device import array_module, configured_device, first_call_alone, to_device, to_host
+from ._scattered import MODEL_VIEW, computed_with_blocks_scattered
 from .io._views import view_blocks
 from .kernels import Kernel
 from .linalg import single_threaded_blas
@@ -95,6 +96,8 @@ def tile_rows(itemsize: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
 def compute(*args, **kwargs):
     """``dask.compute`` with single-threaded BLAS in the tiles (see :func:`single_threaded_blas`).
 
+    Under a client, in-memory blocks go to the cluster beside the graph (``dkpca._scattered``).
+
     Examples
     --------
     >>> import dask.array as da
@@ -102,7 +105,7 @@ def compute(*args, **kwargs):
     (np.float64(3.0),)
     """
     with single_threaded_blas():
-        return _progress.compute(*args, **kwargs)
+        return computed_with_blocks_scattered(args, lambda sent: _progress.compute(*sent, **kwargs))
 
 
 def persist(*args):
@@ -242,10 +245,11 @@ def kernel_product(
     block_bytes = worker_block_bytes(block_bytes)
     X = X.rechunk({1: -1})
     if not isinstance(Y, da.Array):
-        # the caller's array itself as one block (from_array would copy it whole)
-        Y = view_blocks(Y if scipy.sparse.issparse(Y) else np.asarray(Y), (-1, -1))
+        # the caller's array itself as one block (from_array would copy it whole), kept on a
+        # cluster between computations as a model's
+        Y = view_blocks(Y if scipy.sparse.issparse(Y) else np.asarray(Y), (-1, -1), MODEL_VIEW)
     Y = _rows_by_tile(Y.rechunk({1: -1}), block_bytes)
-    Vd = view_blocks(np.asarray(V), (Y.chunks[0], -1))
+    Vd = view_blocks(np.asarray(V), (Y.chunks[0], -1), MODEL_VIEW)
     dtype = np.result_type(X.dtype, Y.dtype, V.dtype, np.float32)
     device = kernel_device(kernel, X, Y)
     tile = functools.partial(_product_tile, kernel, device, block_bytes)  # pickles

@@ -70,7 +70,7 @@ def row_view(X: Any, start: int, stop: int) -> Any:
     return block
 
 
-def view_blocks(X: Any, chunks: Any) -> da.Array:
+def view_blocks(X: Any, chunks: Any, prefix: str = "view") -> da.Array:
     """Return in-memory ``X`` as a dask array whose blocks are views of it, not copies.
 
     The replacement for ``da.from_array(X, chunks=chunks, name=False)`` (and
@@ -84,6 +84,9 @@ def view_blocks(X: Any, chunks: Any) -> da.Array:
     chunks : tuple
         As for ``dask.array.from_array``: ``(rows, -1)`` for row blocks, ``(-1, width)`` for
         column blocks, or explicit block sizes.
+    prefix : str, default="view"
+        The start of the array's name: :data:`dkpca._scattered.MODEL_VIEW` marks a model's
+        own array, whose blocks a cluster keeps between computations.
 
     Returns
     -------
@@ -114,7 +117,7 @@ def view_blocks(X: Any, chunks: Any) -> da.Array:
     if sparse and X.format not in ("csr", "csc"):
         X = X.tocsr()
     chunks = normalize_chunks(chunks, X.shape, dtype=X.dtype)
-    name = f"view-{uuid.uuid4().hex}"
+    name = f"{prefix}-{uuid.uuid4().hex}"
     bounds = [list(itertools.pairwise(np.cumsum((0, *c)).tolist())) for c in chunks]
     blocks = itertools.product(*(enumerate(b) for b in bounds))
     graph: dict[Any, Any] = {}

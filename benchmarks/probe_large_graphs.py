@@ -1,0 +1,64 @@
+"""In-memory data in task graphs under a ``distributed.Client`` (issue 30, point 5).
+
+Fits and transforms numpy arrays on a ``LocalCluster`` of worker processes and prints, for each
+call, its time and the sizes of the graphs distributed warned about ("Sending large graph",
+above its 10 MB threshold): what went to the scheduler inside a graph. Run it on two commits to
+compare; times are single runs on a shared machine.
+
+    python benchmarks/probe_large_graphs.py --n 30000 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+
+import numpy as np
+from _common import environment, print_environment
+
+import dkpca
+from dkpca.options import Nystrom
+
+
+def _timed(name: str, call) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        started = time.perf_counter()
+        call()
+        seconds = time.perf_counter() - started
+    sizes = [str(w.message).split("of size ")[1].split(".\n")[0]
+             for w in caught if "large graph" in str(w.message)]
+    print(f"| {name} | {seconds:.2f} | {', '.join(sizes) or 'none'} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=30_000, help="rows fitted, and rows transformed")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    from distributed import Client, LocalCluster
+
+    print_environment(environment(), [sys.executable, *sys.argv])
+    rng = np.random.default_rng(0)
+    X, new = rng.normal(size=(args.n, 64)), rng.normal(size=(args.n, 64))
+    with (LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None)
+          as cluster, Client(cluster)):
+        print(f"\n{args.n} x 64 numpy, {args.workers} worker processes x 1 thread\n")
+        print("| call | time (s) | large graphs sent |")
+        print("|---|---|---|")
+        kpca = dkpca.KernelPCA(5, random_state=0)
+        _timed("KernelPCA(5).fit (randomized)", lambda: kpca.fit(X))
+        _timed(f"transform, {args.n} new rows", lambda: kpca.transform(new))
+        _timed("transform, 1,000 new rows", lambda: kpca.transform(new[:1000]))
+        _timed("transform, 1,000 new rows again", lambda: kpca.transform(new[:1000]))
+        nystrom = dkpca.KernelPCA(5, solver=Nystrom(n_landmarks=500), random_state=0)
+        _timed("Nyström fit, 500 landmarks", lambda: nystrom.fit(X))
+        _timed(f"Nyström transform, {args.n} new rows", lambda: nystrom.transform(new))
+        pca = dkpca.PCA(5).fit(X)
+        _timed(f"PCA(5) transform, {args.n} new rows", lambda: pca.transform(new))
+
+
+if __name__ == "__main__":
+    main()

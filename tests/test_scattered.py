@@ -1,0 +1,155 @@
+"""In-memory blocks under a client: scattered beside the graph, a model's kept between calls."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import time
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import dkpca
+from dkpca import _scattered
+from dkpca._cluster_workers import live_workers
+from dkpca.cluster import connect
+from dkpca.io._views import view_blocks
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.distributed
+
+#: Graphs above this size make distributed warn; the model below is larger.
+THRESHOLD = {"distributed.admin.large-graph-warning-threshold": "1MB"}
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(3000, 64)), rng.normal(size=(2500, 64))  # 1.5 MB and 1.3 MB
+
+
+def _large_graphs(caught):
+    return [str(w.message).splitlines()[0] for w in caught if "large graph" in str(w.message)]
+
+
+def _kept_keys():
+    return {future.key for future in _scattered._kept.values()}
+
+
+def test_a_transform_sends_the_model_once_and_no_large_graph(data):
+    X, new = data
+    with dask.config.set(scheduler="threads"):
+        model = dkpca.KernelPCA(4, solver="exact").fit(X)
+        reference = model.transform(new)
+    with (connect(n_workers=2, threads_per_worker=1, processes=True,
+                  memory_limit="1GiB") as client, dask.config.set(THRESHOLD)):
+        # the model's rows inside the graph: what a lazy result still carries, and warns of
+        with pytest.warns(UserWarning, match="Sending large graph"):
+            client.compute(model.transform(da.from_array(new, chunks=500))).result()
+        before = _kept_keys()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = model.transform(new)
+            kept = _kept_keys() - before
+            second = model.transform(new[:100])
+        assert _large_graphs(caught) == []
+        assert kept, "the model's rows were not kept on the cluster"
+        assert kept <= _kept_keys(), "the second transform sent the model again"
+        assert set(client.who_has(list(_scattered._kept.values()))) >= kept
+        np.testing.assert_allclose(first, reference, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(second, reference[:100], rtol=1e-12, atol=1e-12)
+        del model
+        gc.collect()
+        assert not kept & _kept_keys(), "the model's blocks outlived it"
+
+
+def test_an_in_process_cluster_keeps_nothing(data):
+    """Its workers hold the very arrays scattered: kept, a model would never be freed."""
+    X, new = data
+    model = dkpca.KernelPCA(4, solver="exact").fit(X)
+    before = _kept_keys()
+    with (connect(n_workers=1, threads_per_worker=2, processes=False),
+          dask.config.set(THRESHOLD), warnings.catch_warnings(record=True) as caught):
+        warnings.simplefilter("always")
+        model.transform(new)
+    assert _large_graphs(caught) == []
+    assert _kept_keys() == before
+
+
+def test_a_nystrom_fit_of_in_memory_rows_sends_no_large_graph(data):
+    X, _ = data
+    options = dkpca.options.Nystrom(n_landmarks=100)
+    with dask.config.set(scheduler="threads"):
+        reference = dkpca.KernelPCA(4, solver=options, random_state=0).fit(X)
+    with (connect(n_workers=2, threads_per_worker=1, processes=False),
+          dask.config.set(THRESHOLD), warnings.catch_warnings(record=True) as caught):
+        warnings.simplefilter("always")
+        model = dkpca.KernelPCA(4, solver=options, random_state=0).fit(X)
+    assert _large_graphs(caught) == []
+    np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-10)
+
+
+def test_small_blocks_stay_in_the_graph():
+    small = view_blocks(np.ones((100, 4)), (50, -1)).sum()
+    seen = []
+    with connect(n_workers=1, threads_per_worker=1, processes=False):
+        (total,) = _scattered.computed_with_blocks_scattered(
+            (small,), lambda sent: seen.append(sent) or dask.compute(*sent))
+    assert seen == [(small,)] and total == 400.0
+
+
+def test_a_kept_block_lost_with_its_worker_is_sent_again(data):
+    X, new = data
+    with dask.config.set(scheduler="threads"):
+        model = dkpca.KernelPCA(4, solver="exact").fit(X)
+        reference = model.transform(new)
+    with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB") as client:
+        live_workers(client, 2, 120.0)
+        before = _kept_keys()
+        model.transform(new)
+        kept = {key: future for key, future in _scattered._kept.items()
+                if future.key not in before}
+        holders = {w for ws in client.who_has(list(kept.values())).values() for w in ws}
+        pids = client.run(os.getpid)
+        for worker in holders:
+            os.kill(pids[worker], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while all(f.status == "finished" for f in kept.values()):  # the scheduler sees the loss
+            assert time.monotonic() < deadline, "the killed worker's blocks were never lost"
+            time.sleep(0.05)
+        live_workers(client, 1, 120.0)
+        np.testing.assert_allclose(model.transform(new), reference, rtol=1e-12, atol=1e-12)
+        assert all(_scattered._kept[place].key != future.key for place, future in kept.items())
+
+
+def test_a_computation_that_lost_its_blocks_is_run_again():
+    """A worker killed after the scatter, before the computation: sent again, then computed."""
+    X = np.random.default_rng(1).normal(size=(40_000, 8))  # 2.4 MiB
+    total = view_blocks(X, (10_000, -1)).sum(axis=0)
+    attempts = []
+    with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB") as client:
+        live_workers(client, 2, 120.0)
+        pids = client.run(os.getpid)
+
+        def compute(sent):
+            attempts.append(futures := distributed.futures_of(sent))
+            if len(attempts) == 1:
+                holders = {w for ws in client.who_has(futures).values() for w in ws}
+                for worker in holders:
+                    os.kill(pids[worker], signal.SIGKILL)
+                deadline = time.monotonic() + 60
+                while all(f.status == "finished" for f in futures):
+                    assert time.monotonic() < deadline, "the killed worker's blocks were never lost"
+                    time.sleep(0.05)
+                live_workers(client, 1, 120.0)
+            return dask.compute(*sent)
+
+        (result,) = _scattered.computed_with_blocks_scattered((total,), compute)
+    assert len(attempts) == 2 and len(attempts[0]) == 4
+    assert not {f.key for f in attempts[0]} & {f.key for f in attempts[1]}
+    np.testing.assert_allclose(result, X.sum(axis=0), rtol=1e-12)
