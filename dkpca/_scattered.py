@@ -154,22 +154,23 @@ def _futures(client: Any, layers: dict[str, dict]) -> dict:
     return futures
 
 
+def _root(block: np.ndarray) -> np.ndarray:
+    """Return the array that owns ``block``'s memory (``block`` itself if it owns it)."""
+    while isinstance(block.base, np.ndarray):
+        block = block.base
+    return block
+
+
 def _memory(block: np.ndarray) -> tuple:
     """Where ``block`` lies: its array's identity, and its address, shape, strides and dtype."""
-    root = block
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    return (id(root), block.__array_interface__["data"][0], block.shape, block.strides,
+    return (id(_root(block)), block.__array_interface__["data"][0], block.shape, block.strides,
             block.dtype.str)
 
 
 def _keep(place: tuple, future: Any, block: np.ndarray) -> None:
     """Keep ``future`` while the array holding ``block`` lives (its identity is in ``place``)."""
-    root = block
-    while isinstance(root.base, np.ndarray):
-        root = root.base
     if place not in _kept:
-        weakref.finalize(root, _forget, place)
+        weakref.finalize(_root(block), _forget, place)
     _kept[place] = future
 
 
