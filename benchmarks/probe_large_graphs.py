@@ -2,10 +2,11 @@
 
 Fits and transforms numpy arrays on a ``LocalCluster`` of worker processes and prints, for each
 call, its time and the sizes of the graphs distributed warned about ("Sending large graph",
-above its 10 MB threshold): what went to the scheduler inside a graph. Run it on two commits to
-compare; times are single runs on a shared machine.
+above ``--warn-above``, distributed's 10 MB by default): what went to the scheduler inside a
+graph. Run it on two commits to compare; times are single runs on a shared machine.
 
     python benchmarks/probe_large_graphs.py --n 30000 --workers 2
+    python benchmarks/probe_large_graphs.py --n 30000 --workers 2 --warn-above 1MB
 """
 
 from __future__ import annotations
@@ -37,15 +38,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=30_000, help="rows fitted, and rows transformed")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--warn-above", default="10MB",
+                        help="distributed's large-graph warning threshold")
+    parser.add_argument("--loo-rows", type=int, default=1000,
+                        help="rows of the exact model whose leave-one-out projections are made")
     args = parser.parse_args()
+    import dask
     from distributed import Client, LocalCluster
+
+    from dkpca.generalization import loo_projections
+    from dkpca.options import Sketch
 
     print_environment(environment(), [sys.executable, *sys.argv])
     rng = np.random.default_rng(0)
     X, new = rng.normal(size=(args.n, 64)), rng.normal(size=(args.n, 64))
     with (LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None)
-          as cluster, Client(cluster)):
-        print(f"\n{args.n} x 64 numpy, {args.workers} worker processes x 1 thread\n")
+          as cluster, Client(cluster),
+          dask.config.set({"distributed.admin.large-graph-warning-threshold": args.warn_above})):
+        print(f"\n{args.n} x 64 numpy, {args.workers} worker processes x 1 thread, graphs "
+              f"reported above {args.warn_above}\n")
         print("| call | time (s) | large graphs sent |")
         print("|---|---|---|")
         kpca = dkpca.KernelPCA(5, random_state=0)
@@ -58,6 +69,13 @@ def main() -> None:
         _timed(f"Nyström transform, {args.n} new rows", lambda: nystrom.transform(new))
         pca = dkpca.PCA(5).fit(X)
         _timed(f"PCA(5) transform, {args.n} new rows", lambda: pca.transform(new))
+        sketch = dkpca.KernelPCA(5, solver=Sketch(), random_state=0)
+        _timed("Sketch fit", lambda: sketch.fit(X))
+        _timed("denoise, 1,000 new rows", lambda: kpca.denoise(new[:1000]))
+        rows = X[:args.loo_rows]
+        exact = dkpca.KernelPCA(5, solver="exact").fit(rows)
+        _timed(f"loo_projections, exact model of {args.loo_rows} rows",
+               lambda: loo_projections(exact, rows))
 
 
 if __name__ == "__main__":

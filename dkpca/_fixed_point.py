@@ -17,6 +17,7 @@ import dask.array as da
 import numpy as np
 
 from dkpca._device import array_module, astype, namespace_dtype, to_device, to_host
+from dkpca._scattered import shared
 from dkpca._validation import Options, validate_params
 from dkpca.blocked import kernel_device
 from dkpca.kernels import RBF, Kernel
@@ -240,12 +241,12 @@ def fixed_point_blocks(
     the ``dkpca.device`` setting.
     """
     device = kernel_device(basis.kernel, basis.basis)
-    shared = dask.delayed(basis, pure=True)
+    model = shared(basis, kept=True)  # one key, on a cluster sent once while the model lives
     score_blocks = scores.rechunk({1: -1}).to_delayed().ravel()
     start_blocks = (start.rechunk({0: scores.chunks[0], 1: -1}).to_delayed().ravel()
                     if start is not None else [None] * len(score_blocks))
     d = basis.basis.shape[1]
-    tasks = [dask.delayed(_fixed_point_task, pure=True)(shared, s, x, tol, max_iter, dtype,
+    tasks = [dask.delayed(_fixed_point_task, pure=True)(model, s, x, tol, max_iter, dtype,
                                                         device)
              for s, x in zip(score_blocks, start_blocks, strict=True)]
     # named functions, not task[0]: dask's array optimisation would take a getitem for a slice

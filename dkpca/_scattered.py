@@ -14,17 +14,20 @@ such blocks in one call beside the graph instead:
 - other blocks (new rows to transform, data being fitted) are sent with the computation and
   released after it.
 
-Blocks under :data:`SCATTER_BYTES` in all stay in the graph (a scatter costs a round trip). A
-scattered block has one copy, on one worker: a computation that fails after one of its blocks
-was lost with a worker is run again, the lost blocks sent again (at most
-:data:`~dkpca._worker_loss.MAX_RECOVERIES` times); an error with every block still in place is
-raised at once.
+Values that many tasks share (a model's basis in its pre-image tasks, the folds of a
+leave-one-out) go the same way when the graph holds them once, under a key from
+:func:`shared`. Blocks under :data:`SCATTER_BYTES` in all stay in the graph (a scatter costs
+a round trip). A scattered block has one copy, on one worker: a computation that fails after
+one of its blocks was lost with a worker is run again, the lost blocks sent again (at most
+:data:`~dkpca._worker_loss.MAX_RECOVERIES` times); an error with every block still in place
+is raised at once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -32,11 +35,12 @@ from typing import Any
 import dask
 import numpy as np
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+from dask.sizeof import sizeof
 
 from ._tile_holders import active_client
 from ._worker_loss import MAX_RECOVERIES
 
-__all__ = ["MODEL_VIEW", "SCATTER_BYTES", "computed_with_blocks_scattered"]
+__all__ = ["MODEL_VIEW", "SCATTER_BYTES", "computed_with_blocks_scattered", "shared"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +92,30 @@ def computed_with_blocks_scattered(collections: tuple, compute: Callable[[tuple]
     return compute(sent)
 
 
+def shared(value: Any, *, kept: bool = False) -> Any:
+    """Return ``value`` as one key of the next graph, which every task using it refers to.
+
+    Passed to ``dask.delayed`` calls, a value is otherwise copied into each task. Under a
+    client the key's value is scattered beside the graph (see the module); ``kept`` marks a
+    model's own value, kept on the cluster while it lives.
+
+    Examples
+    --------
+    >>> import dask, numpy as np
+    >>> table = shared(np.arange(4))
+    >>> dask.compute([dask.delayed(np.sum)(table), dask.delayed(np.max)(table)])
+    ([np.int64(6), np.int64(3)],)
+    """
+    prefix = MODEL_VIEW if kept else "view"
+    return dask.delayed(value, name=f"{prefix}-{uuid.uuid4().hex}", traverse=False)
+
+
 def _scattered(client: Any, collections: tuple) -> tuple[tuple, list]:
     """Return the collections with their view blocks replaced by futures, and the futures."""
     layers = {name: blocks for c in collections if dask.is_dask_collection(c)
               for name, blocks in _view_blocks(c.__dask_graph__())}
-    if sum(block.nbytes for blocks in layers.values() for block in blocks.values()) < SCATTER_BYTES:
+    if sum(_nbytes(block) for blocks in layers.values() for block in blocks.values()) \
+            < SCATTER_BYTES:
         return collections, []
     futures = _futures(client, layers)
     return (tuple(_with_futures(c, layers, futures) if dask.is_dask_collection(c) else c
@@ -100,10 +123,10 @@ def _scattered(client: Any, collections: tuple) -> tuple[tuple, list]:
 
 
 def _view_blocks(graph: Any) -> list[tuple[str, dict]]:
-    """Return each layer's in-memory numpy blocks made by ``view_blocks``, by key.
+    """Return each layer's in-memory values to scatter, by key.
 
-    Found by their keys' names: an optimised graph (``to_delayed``) renames the layer and wraps
-    each block in a ``DataNode``.
+    ``view_blocks``'s numpy blocks and :func:`shared`'s values, found by their keys' names: an
+    optimised graph (``to_delayed``) renames the layer and wraps each value in a ``DataNode``.
     """
     if not isinstance(graph, HighLevelGraph):
         return []
@@ -111,19 +134,37 @@ def _view_blocks(graph: Any) -> list[tuple[str, dict]]:
     for name, layer in graph.layers.items():
         if not isinstance(layer, MaterializedLayer):
             continue
-        blocks = {key: _block(value) for key, value in layer.items()
-                  if isinstance(key, tuple) and str(key[0]).startswith(_VIEWS)}
+        blocks = {key: _value(key, value) for key, value in layer.items()
+                  if _name(key).startswith(_VIEWS)}
         blocks = {key: block for key, block in blocks.items() if block is not None}
         if blocks:
             found.append((name, blocks))
     return found
 
 
-def _block(value: Any) -> np.ndarray | None:
-    """Return the numpy array a graph holds as ``value`` (bare or in a ``DataNode``), or None."""
+def _name(key: Any) -> str:
+    """Return a graph key's name: an array block's ``("name", i, j)`` or a delayed's own."""
+    return str(key[0] if isinstance(key, tuple) else key)
+
+
+def _value(key: Any, value: Any) -> Any:
+    """Return the value a graph holds under ``key`` (bare or in a ``DataNode``), or None.
+
+    None for a task: ``view_blocks``'s sparse blocks are tasks on a whole matrix.
+    """
     if type(value).__name__ == "DataNode":
         value = value.value
-    return value if type(value) is np.ndarray else None
+    if type(value) is np.ndarray or (isinstance(key, str) and not callable(value)
+                                     and type(value).__name__ not in ("Task", "Alias")):
+        return value
+    return None
+
+
+def _nbytes(value: Any) -> int:
+    """Bytes of an array, or of an object's attributes (``sizeof`` alone sees its shell)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    return sizeof(getattr(value, "__dict__", value))
 
 
 def _futures(client: Any, layers: dict[str, dict]) -> dict:
@@ -133,14 +174,18 @@ def _futures(client: Any, layers: dict[str, dict]) -> dict:
     # array, and so its entry here, alive for ever; a scatter there moves nothing anyway.
     keeps = not str(client.scheduler.address).startswith("inproc://")
     with _kept_lock:
-        for name, blocks in layers.items():
+        for blocks in layers.values():
             for key, block in blocks.items():
-                if not (keeps and name.startswith(MODEL_VIEW)):
+                if not (keeps and _name(key).startswith(MODEL_VIEW)):
                     send[key] = block
                     continue
-                place = (id(client), *_memory(block))
+                place = _place(client, block)
+                if place is None:  # an object that cannot be watched: sent each time
+                    send[key] = block
+                    continue
                 kept = _kept.get(place)
-                if kept is not None and kept.status == "finished":
+                # the same client, not one that took a closed one's id
+                if kept is not None and kept.client is client and kept.status == "finished":
                     futures[key] = kept
                 else:
                     send[key], places[key] = block, place
@@ -154,23 +199,33 @@ def _futures(client: Any, layers: dict[str, dict]) -> dict:
     return futures
 
 
-def _root(block: np.ndarray) -> np.ndarray:
-    """Return the array that owns ``block``'s memory (``block`` itself if it owns it)."""
-    while isinstance(block.base, np.ndarray):
-        block = block.base
-    return block
+def _root(value: Any) -> Any:
+    """Return the object whose life a kept value follows: an array's memory owner, or itself."""
+    while isinstance(value, np.ndarray) and isinstance(value.base, np.ndarray):
+        value = value.base
+    return value
 
 
-def _memory(block: np.ndarray) -> tuple:
-    """Where ``block`` lies: its array's identity, and its address, shape, strides and dtype."""
-    return (id(_root(block)), block.__array_interface__["data"][0], block.shape, block.strides,
-            block.dtype.str)
+def _place(client: Any, value: Any) -> tuple | None:
+    """Where ``value`` lies: its owner's identity, and an array's address, shape and dtype.
+
+    None for an object that no weak reference can follow (its identity could be reused).
+    """
+    root = _root(value)
+    try:
+        weakref.ref(root)
+    except TypeError:
+        return None
+    if not isinstance(value, np.ndarray):
+        return (id(client), id(root))
+    return (id(client), id(root), value.__array_interface__["data"][0], value.shape,
+            value.strides, value.dtype.str)
 
 
-def _keep(place: tuple, future: Any, block: np.ndarray) -> None:
-    """Keep ``future`` while the array holding ``block`` lives (its identity is in ``place``)."""
+def _keep(place: tuple, future: Any, value: Any) -> None:
+    """Keep ``future`` while the object holding ``value`` lives (its identity is in ``place``)."""
     if place not in _kept:
-        weakref.finalize(_root(block), _forget, place)
+        weakref.finalize(_root(value), _forget, place)
     _kept[place] = future
 
 

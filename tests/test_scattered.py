@@ -153,3 +153,46 @@ def test_a_computation_that_lost_its_blocks_is_run_again():
     assert len(attempts) == 2 and len(attempts[0]) == 4
     assert not {f.key for f in attempts[0]} & {f.key for f in attempts[1]}
     np.testing.assert_allclose(result, X.sum(axis=0), rtol=1e-12)
+
+
+def _sketch_fit(X):
+    return dkpca.KernelPCA(4, solver=dkpca.options.Sketch(), random_state=0).fit(X).eigenvalues_
+
+
+def _denoised(X):
+    with dask.config.set(scheduler="threads"):  # one model: only its pre-images are compared
+        model = dkpca.KernelPCA(4, solver="randomized", random_state=0).fit(X)
+    return model.denoise(X[:100])
+
+
+def _loo(X):
+    from dkpca.generalization import loo_projections
+
+    rows = X[:600]  # its folds hold the 600 x 600 kernel: 2.9 MB
+    return loo_projections(dkpca.KernelPCA(3, solver="exact").fit(rows), rows)
+
+
+@pytest.mark.parametrize("call", [_sketch_fit, _denoised, _loo], ids=["sketch fit", "denoise",
+                                                                      "leave-one-out"])
+def test_values_shared_by_tasks_go_beside_the_graph(call, data):
+    """A sketch's rows, a model's basis in its pre-image tasks, the leave-one-out folds."""
+    X, _ = data
+    with dask.config.set(scheduler="threads"):
+        reference = call(X)
+    with (connect(n_workers=2, threads_per_worker=1, processes=False),
+          dask.config.set(THRESHOLD), warnings.catch_warnings(record=True) as caught):
+        warnings.simplefilter("always")
+        got = call(X)
+    assert _large_graphs(caught) == []
+    np.testing.assert_allclose(got, reference, rtol=1e-9, atol=1e-12)
+
+
+def test_a_shared_value_is_one_key_for_every_task():
+    value = np.arange(1000.0)
+    key = _scattered.shared(value)
+    tasks = [dask.delayed(np.sum)(key), dask.delayed(np.max)(key)]
+    graph = dict(dask.delayed(tuple)(tasks).__dask_graph__())
+    held = [k for k, v in graph.items() if getattr(v, "value", None) is value]
+    assert held == [key.key] and str(key.key).startswith("view-")
+    assert str(_scattered.shared(value, kept=True).key).startswith(_scattered.MODEL_VIEW)
+    assert dask.compute(tasks, scheduler="sync") == ([499500.0, 999.0],)

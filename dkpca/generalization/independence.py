@@ -22,6 +22,7 @@ import dask
 import numpy as np
 from scipy.special import xlogy
 
+from dkpca._scattered import shared
 from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import Interval, check_random_state, validate_params
 from dkpca.blocked import compute
@@ -308,10 +309,10 @@ def independence_test(
     pairs = [(i, j) for i in range(q) for j in range(i + 1, q)]
     seeds = check_random_state(random_state).spawn(len(pairs))
     per_task = math.ceil(len(pairs) / MAX_TASKS)
-    shared = dask.delayed(bins)  # one graph key, sent to the workers once
+    bin_table = shared(bins)  # one graph key, sent to the workers once
     tasks = [
         dask.delayed(_pair_batch)(
-            shared, pairs[k:k + per_task], seeds[k:k + per_task], b, n_permutations
+            bin_table, pairs[k:k + per_task], seeds[k:k + per_task], b, n_permutations
         )
         for k in range(0, len(pairs), per_task)
     ]

@@ -47,6 +47,7 @@ import scipy.linalg
 import scipy.optimize
 from sklearn.base import clone
 
+from dkpca._scattered import shared
 from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import check_is_fitted, check_random_state
 from dkpca.blocked import compute, scheduler_threads
@@ -254,17 +255,17 @@ def loo_projections(
         return _approximate(estimator, X, full_scores).astype(dtype, copy=False)
     _check_component_count(estimator, full_scores)
     template = _fixed_components(estimator, full_scores.shape[1])
-    shared_scores = dask.delayed(full_scores)
+    shared_scores = shared(full_scores)
     folds = kernel_folds(template, X)
     if folds is not None:  # a fold takes milliseconds: a task runs several
-        shared_folds = dask.delayed(folds)
+        shared_folds = shared(folds)
         groups = np.array_split(np.arange(len(X)),
                                 min(len(X), FOLD_TASKS_PER_THREAD * scheduler_threads()))
         tasks = [dask.delayed(_kernel_folds_task, pure=True)(shared_folds, shared_scores, points)
                  for points in groups]
         return np.concatenate(compute(*tasks)).astype(dtype, copy=False)
     seeds = check_random_state(random_state).spawn(len(X))
-    shared_X, shared_estimator = dask.delayed(X), dask.delayed(template)
+    shared_X, shared_estimator = shared(X), shared(template)
     tasks = [dask.delayed(_loo_task, pure=True)(shared_estimator, shared_X, shared_scores, n,
                                                 seed)
              for n, seed in enumerate(seeds)]

@@ -25,6 +25,7 @@ import numpy as np
 import xarray as xr
 
 from dkpca._device import configured_device
+from dkpca._scattered import shared
 from dkpca._typing import ArrayLike, RandomStateLike
 from dkpca._validation import Interval, Options, check_random_state, validate_params
 from dkpca.blocked import compute
@@ -256,11 +257,11 @@ def _spectra(method, seeds, train, sq_distances, moments, grid, k, percentile):
     """
     n_t = train.shape[0]
     device = configured_device()  # the eigenproblems' device; the draws are made on the host
-    data = dask.delayed(centred_rbf_eigenvalues, pure=True)(dask.delayed(sq_distances), grid, k,
+    data = dask.delayed(centred_rbf_eigenvalues, pure=True)(shared(sq_distances), grid, k,
                                                             device)
     if method == "kpa":
-        shared = dask.delayed(train)
-        draws = [dask.delayed(kpa.permutation_spectra, pure=True)(s, shared, grid, k, device)
+        rows = shared(train)
+        draws = [dask.delayed(kpa.permutation_spectra, pure=True)(s, rows, grid, k, device)
                  for s in seeds]
     else:
         draws = [dask.delayed(mdd.noise_spectra, pure=True)(s, moments, n_t, grid, k, device)

@@ -130,3 +130,21 @@ def check_kernel_device(kernel: Kernel, owner: str) -> None:
     if configured_device() == "cuda" and not kernel.runs_on_gpu:
         raise ValueError(f"{owner}: the {kernel.name} kernel has no GPU code (it needs scipy); "
                          f"fit it with dask.config dkpca.device='cpu'")
+
+
+def in_memory_rows(X: da.Array, basis_data: Any) -> np.ndarray | None:
+    """Return the caller's in-memory rows behind ``X``, or None where it has none.
+
+    Tiles evaluated from them get their rows scattered to the workers in one call, where a dask
+    array of them would send each row block inside a graph of its own.
+
+    Examples
+    --------
+    >>> X = np.ones((4, 2))
+    >>> in_memory_rows(da.from_array(X), X) is X, in_memory_rows(da.from_array(X), None)
+    (True, None)
+    """
+    if (isinstance(basis_data, np.ndarray) and basis_data.shape == X.shape
+            and basis_data.dtype == X.dtype):
+        return basis_data
+    return None

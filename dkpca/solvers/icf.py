@@ -35,6 +35,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
+from dkpca._scattered import shared
 from dkpca.blocked import compute, tree_reduce
 from dkpca.kernels import Kernel
 
@@ -147,7 +148,8 @@ def _scan(X: da.Array, factor: IncompleteCholesky, size: int) -> tuple[float, li
     """One pass: the exact residual trace, the ``size`` largest residuals (sorted), the least."""
     X = X.rechunk({1: -1})
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
-    parts = [dask.delayed(_pool_of_block)(b, int(s), factor, size)
+    pivots = shared(factor)  # one key, not a copy in every task
+    parts = [dask.delayed(_pool_of_block)(b, int(s), pivots, size)
              for b, s in zip(X.to_delayed().ravel(), starts, strict=True)]
     (result,) = compute(tree_reduce(parts, functools.partial(_merge_pools, size)))
     return result

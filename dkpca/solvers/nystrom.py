@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse
 
 from dkpca._device import array_module, astype, gpu_alone, to_device, to_host
+from dkpca._scattered import shared
 from dkpca.blocked import (
     STRIP_BYTES,
     compute,
@@ -145,8 +146,9 @@ def landmark_statistics(
     # The landmarks' mean kernel row: near the data's mean k(x, L), so nothing cancels.
     K_LL = _landmark_kernel(kernel, landmarks) if landmark_kernel is None else landmark_kernel
     shift = K_LL.mean(axis=0)
+    landmark_rows = shared(landmarks)  # one key, not a copy in every task
     parts = [
-        dask.delayed(_kernel_moments)(b, landmarks, kernel, strip, shift, device)
+        dask.delayed(_kernel_moments)(b, landmark_rows, kernel, strip, shift, device)
         for b in _split_for_threads(X.rechunk({1: -1})).to_delayed().ravel()
     ]
     # On a GPU the chunks' (m + 2) × m sums are added there: one copy to the host in all,

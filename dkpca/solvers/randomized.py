@@ -19,7 +19,12 @@ from dkpca.linalg import KrylovResult, block_krylov_eigh, single_threaded_blas
 from dkpca.tiles import KernelTiles, cache_memory_budget, cached_kernel_bytes, storage_dtype
 
 from ._basis import KernelBasis
-from ._common import basis_from_eigenpairs, check_finite_kernel, check_kernel_device
+from ._common import (
+    basis_from_eigenpairs,
+    check_finite_kernel,
+    check_kernel_device,
+    in_memory_rows,
+)
 from ._components import FLOAT32_ZERO_RATIO, ZERO_RATIO, ComponentRule
 
 __all__ = ["fit_randomized"]
@@ -264,10 +269,9 @@ def fit_randomized(
     dtype = storage_dtype(X, cache_dtype)
     check_kernel_device(kernel, owner)
     tile_bytes, cache_bytes = device_limits(block_bytes, max_memory, X.nbytes)
-    in_memory = basis_data if (isinstance(basis_data, np.ndarray) and basis_data.shape == X.shape
-                               and basis_data.dtype == X.dtype) else None
     operator = _CenteredKernelOperator(
-        kernel, X, block_bytes=tile_bytes, max_memory=cache_bytes, dtype=dtype, source=in_memory,
+        kernel, X, block_bytes=tile_bytes, max_memory=cache_bytes, dtype=dtype,
+        source=in_memory_rows(X, basis_data),
         owner=owner,
     )
     rng = np.random.default_rng(seed)

@@ -24,13 +24,19 @@ import dask.array as da
 import numpy as np
 
 from dkpca._pca_covariance import check_finite_statistics
+from dkpca._scattered import shared
 from dkpca.blocked import center_columns, compute, kernel_diagonal, tree_sum
 from dkpca.kernels import Kernel
 from dkpca.linalg import flip_signs, top_eigh
 from dkpca.tiles import symmetric_kernel_product
 
 from ._basis import KernelBasis
-from ._common import basis_from_eigenpairs, check_finite_kernel, check_kernel_device
+from ._common import (
+    basis_from_eigenpairs,
+    check_finite_kernel,
+    check_kernel_device,
+    in_memory_rows,
+)
 from ._components import ComponentRule
 from ._feature_map import RCOND
 from ._sketches import Sketch
@@ -110,8 +116,10 @@ def fit_sketch(
     n, q = X.shape[0], sketch.sketch_dim
     W = sketch.matrix(n)
     W -= W.mean(axis=0)  # H W: the sketch of the centred kernel map, K_c W = H K (H W)
+    rows = in_memory_rows(X, basis_data)
+    source = X if rows is None else rows  # in-memory rows are scattered, not sent in graphs
     image = symmetric_kernel_product(
-        kernel, X, np.hstack([W, np.full((n, 1), 1.0 / n)]), block_bytes=block_bytes
+        kernel, source, np.hstack([W, np.full((n, 1), 1.0 / n)]), block_bytes=block_bytes
     )
     row_means = np.asarray(image[:, -1], dtype=np.float64)  # the 1/n column: K's row means
     check_finite_kernel(row_means, X, owner)
@@ -123,7 +131,7 @@ def fit_sketch(
         Q, _ = np.linalg.qr(Y)
         Q -= Q.mean(axis=0)  # range(K_c) ⟂ 1; drop the rounding residue
         image = np.array(
-            symmetric_kernel_product(kernel, X, Q, block_bytes=block_bytes), dtype=np.float64
+            symmetric_kernel_product(kernel, source, Q, block_bytes=block_bytes), dtype=np.float64
         )
         center_columns(image)  # K_c Q = H K H Q
         eigenvalues, S = top_eigh(Q.T @ image, None, overwrite=True)
@@ -258,7 +266,8 @@ def fit_pca_sketch(
     # zeros where nothing varies, and no cancellation far from the origin.
     (origin,) = compute(X[0])
     origin = np.asarray(origin, dtype=np.float64)
-    parts = [dask.delayed(_sketch_moments)(b, W, origin) for b in blocks]
+    W, origin_key = shared(W), shared(origin)  # one key each, not a copy in every task
+    parts = [dask.delayed(_sketch_moments)(b, W, origin_key) for b in blocks]
     (moments,) = compute(tree_sum(parts))
     check_finite_statistics(moments)
     offset = moments[0, :d] / n  # the mean, less the origin
@@ -269,7 +278,8 @@ def fit_pca_sketch(
     s, U = top_eigh(scatter, None if rule.needs_full_spectrum else rule.count, overwrite=True)
     keep = s > max(s[0], 0.0) * 1e-12
     s, U = s[keep], U[:, keep]
-    parts = [dask.delayed(_back_projection)(b, W, origin, sketch_mean, U) for b in blocks]
+    parts = [dask.delayed(_back_projection)(b, W, origin_key, sketch_mean, shared(U))
+             for b in blocks]
     (back,) = compute(tree_sum(parts))
     # back = X_cᵀ S_c U (X_cᵀ = (X - origin)ᵀ on S_c's zero-sum columns). The sketched
     # eigenvectors v = S_c u / sqrt(s) are orthonormal samples' directions, and
@@ -282,7 +292,8 @@ def fit_pca_sketch(
     eigenvalues = rayleigh[order][independent]
     if refine:
         Q = vectors
-        parts = [dask.delayed(_scatter_product)(b, origin, Q) for b in blocks]
+        Q_key = shared(Q)
+        parts = [dask.delayed(_scatter_product)(b, origin_key, Q_key) for b in blocks]
         (product,) = compute(tree_sum(parts))
         product -= n * np.outer(offset, offset @ Q)  # X_cᵀ X_c Q = Bᵀ B Q - n m mᵀ Q
         eigenvalues, S = top_eigh(Q.T @ product, None, overwrite=True)
