@@ -56,13 +56,14 @@ _kept: dict[tuple, Any] = {}
 _kept_lock = threading.RLock()  # a collected array's entry is dropped from inside a lookup
 
 
-def computed_with_blocks_scattered(collections: tuple, compute: Callable[[tuple], tuple]) -> tuple:
-    """Return ``compute(collections)``, their in-memory blocks scattered under a client.
+def computed_with_blocks_scattered(collections: tuple, compute: Callable[..., tuple],
+                                   **kwargs: Any) -> tuple:
+    """Return ``compute(*collections, **kwargs)``, their in-memory blocks scattered under a client.
 
-    ``compute`` takes the collections, changed or not, and computes them. Without a
-    ``distributed.Client`` (see :func:`~dkpca._tile_holders.active_client`), and for
-    collections with fewer than :data:`SCATTER_BYTES` of in-memory blocks, they are computed
-    as they are.
+    ``compute`` is called on the collections, changed or not, as ``dask.compute`` is. Without
+    a ``distributed.Client`` (see :func:`~dkpca._tile_holders.active_client`), with a
+    ``scheduler`` of the caller's choice in ``kwargs``, and for collections with fewer than
+    :data:`SCATTER_BYTES` of in-memory blocks, they are computed as they are.
 
     Examples
     --------
@@ -72,16 +73,16 @@ def computed_with_blocks_scattered(collections: tuple, compute: Callable[[tuple]
     >>> X = view_blocks(np.ones((100_000, 4)), (50_000, -1))  # 3 MiB in two blocks
     >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
     ...     with Client(cluster):
-    ...         computed_with_blocks_scattered((X.sum(),), lambda c: dask.compute(*c))
+    ...         computed_with_blocks_scattered((X.sum(),), dask.compute)
     (np.float64(400000.0),)
     """
     client = active_client()
-    if client is None:
-        return compute(collections)
+    if client is None or "scheduler" in kwargs:
+        return compute(*collections, **kwargs)
     for _ in range(MAX_RECOVERIES):
         sent, futures = _scattered(client, collections)
         try:
-            return compute(sent)
+            return compute(*sent, **kwargs)
         except Exception as err:
             lost = [f for f in futures if f.status != "finished"]
             if not lost:
@@ -89,7 +90,7 @@ def computed_with_blocks_scattered(collections: tuple, compute: Callable[[tuple]
             logger.warning("%d in-memory blocks lost with a worker (%s: %s); sending them "
                            "again", len(lost), type(err).__name__, err)
     sent, _ = _scattered(client, collections)
-    return compute(sent)
+    return compute(*sent, **kwargs)
 
 
 def shared(value: Any, *, kept: bool = False) -> Any:

@@ -105,7 +105,7 @@ def compute(*args, **kwargs):
     (np.float64(3.0),)
     """
     with single_threaded_blas():
-        return computed_with_blocks_scattered(args, lambda sent: _progress.compute(*sent, **kwargs))
+        return computed_with_blocks_scattered(args, _progress.compute, **kwargs)
 
 
 def persist(*args):

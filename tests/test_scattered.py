@@ -99,8 +99,18 @@ def test_small_blocks_stay_in_the_graph():
     seen = []
     with connect(n_workers=1, threads_per_worker=1, processes=False):
         (total,) = _scattered.computed_with_blocks_scattered(
-            (small,), lambda sent: seen.append(sent) or dask.compute(*sent))
+            (small,), lambda *sent: seen.append(sent) or dask.compute(*sent))
     assert seen == [(small,)] and total == 400.0
+
+
+def test_a_scheduler_of_the_callers_choice_gets_the_graph_as_it_is(data):
+    """Futures in a graph computed by the threaded scheduler would fail."""
+    X, _ = data
+    blocks = view_blocks(X, (1000, -1)).sum(axis=0)  # 1.5 MB: scattered under a client
+    with connect(n_workers=1, threads_per_worker=1, processes=False):
+        (total,) = _scattered.computed_with_blocks_scattered((blocks,), dask.compute,
+                                                             scheduler="threads")
+    np.testing.assert_allclose(total, X.sum(axis=0), rtol=1e-12)
 
 
 def test_a_kept_block_lost_with_its_worker_is_sent_again(data):
@@ -136,7 +146,7 @@ def test_a_computation_that_lost_its_blocks_is_run_again():
         live_workers(client, 2, 120.0)
         pids = client.run(os.getpid)
 
-        def compute(sent):
+        def compute(*sent):
             attempts.append(futures := distributed.futures_of(sent))
             if len(attempts) == 1:
                 holders = {w for ws in client.who_has(futures).values() for w in ws}
