@@ -12,7 +12,8 @@ such blocks in one call beside the graph instead:
   so that the next transform finds them there (on worker processes: an in-process cluster's
   scatter moves nothing, and it is made each time);
 - other blocks (new rows to transform, data being fitted) are sent with the computation and
-  released after it.
+  released after it; inside :func:`inputs_sent_once` (a fit), the input's blocks are sent
+  once for all its computations.
 
 Values that many tasks share (a model's basis in its pre-image tasks, the folds of a
 leave-one-out) go the same way when the graph holds them once, under a key from
@@ -25,11 +26,13 @@ is raised at once.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask
@@ -40,7 +43,8 @@ from dask.sizeof import sizeof
 from ._tile_holders import active_client
 from ._worker_loss import MAX_RECOVERIES
 
-__all__ = ["MODEL_VIEW", "SCATTER_BYTES", "computed_with_blocks_scattered", "shared"]
+__all__ = ["MODEL_VIEW", "SCATTER_BYTES", "computed_with_blocks_scattered", "inputs_sent_once",
+           "shared"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +55,13 @@ SCATTER_BYTES = 1 << 20
 
 _VIEWS = ("view-", MODEL_VIEW + "-")
 
-#: A model's scattered blocks: (client, the array's memory, the block's place in it) → future.
+#: A model's scattered blocks: (client, the array's memory, the block's place in it) → a weak
+#: reference to the array, and the future.
 _kept: dict[tuple, Any] = {}
 _kept_lock = threading.RLock()  # a collected array's entry is dropped from inside a lookup
+#: Inside :func:`inputs_sent_once`: the input's scattered blocks, as in :data:`_kept`.
+_inputs: contextvars.ContextVar[dict | None] = contextvars.ContextVar("dkpca_inputs",
+                                                                      default=None)
 
 
 def computed_with_blocks_scattered(collections: tuple, compute: Callable[..., tuple],
@@ -169,35 +177,61 @@ def _nbytes(value: Any) -> int:
 
 
 def _futures(client: Any, layers: dict[str, dict]) -> dict:
-    """One future per block key: a model's found in :data:`_kept` or kept there, the rest new."""
-    futures, send, places = {}, {}, {}
+    """One future per block key: found where it was kept, else scattered (and kept if it may)."""
+    futures, send, keep_in = {}, {}, {}
     # An in-process worker holds the very array scattered to it, which would keep the model's
     # array, and so its entry here, alive for ever; a scatter there moves nothing anyway.
-    keeps = not str(client.scheduler.address).startswith("inproc://")
+    local = str(client.scheduler.address).startswith("inproc://")
+    inputs = _inputs.get()
     with _kept_lock:
         for blocks in layers.values():
             for key, block in blocks.items():
-                if not (keeps and _name(key).startswith(MODEL_VIEW)):
+                name, place = _name(key), _place(client, block)
+                store = (_kept if name.startswith(MODEL_VIEW) and not local
+                         else inputs if isinstance(key, tuple) and name.startswith("view-")
+                         else None)
+                if store is None or place is None:  # sent with this computation alone
                     send[key] = block
                     continue
-                place = _place(client, block)
-                if place is None:  # an object that cannot be watched: sent each time
-                    send[key] = block
-                    continue
-                kept = _kept.get(place)
-                # the same client, not one that took a closed one's id
-                if kept is not None and kept.client is client and kept.status == "finished":
-                    futures[key] = kept
+                owner, found = store.get(place, (None, None))
+                # the same array (its identity not taken over), the same client (likewise), and
+                # the block still on the cluster
+                if (found is not None and owner() is _root(block) and found.client is client
+                        and found.status == "finished"):
+                    futures[key] = found
                 else:
-                    send[key], places[key] = block, place
+                    send[key], keep_in[key] = block, (store, place)
         if send:
             keys = list(send)
             for key, future in zip(keys, client.scatter([send[k] for k in keys], hash=False),
                                    strict=True):
                 futures[key] = future
-                if key in places:
-                    _keep(places[key], future, send[key])
+                if key in keep_in:
+                    _keep(*keep_in[key], future, send[key])
     return futures
+
+
+@contextlib.contextmanager
+def inputs_sent_once() -> Iterator[None]:
+    """Keep the input's blocks that computations in the block scatter, until the block ends.
+
+    A fit computes over its data several times (incomplete Cholesky once per round of pivots,
+    Nyström three times): inside this block in-memory rows go to the cluster once, and are
+    released at its end. Only ``view_blocks``'s blocks: values from :func:`shared` may change
+    between computations, and go with each.
+
+    Examples
+    --------
+    >>> with inputs_sent_once():
+    ...     _inputs.get()
+    {}
+    """
+    outer = _inputs.get()
+    token = _inputs.set({} if outer is None else outer)
+    try:
+        yield
+    finally:
+        _inputs.reset(token)
 
 
 def _root(value: Any) -> Any:
@@ -223,11 +257,16 @@ def _place(client: Any, value: Any) -> tuple | None:
             value.strides, value.dtype.str)
 
 
-def _keep(place: tuple, future: Any, value: Any) -> None:
-    """Keep ``future`` while the object holding ``value`` lives (its identity is in ``place``)."""
-    if place not in _kept:
-        weakref.finalize(_root(value), _forget, place)
-    _kept[place] = future
+def _keep(store: dict, place: tuple, future: Any, value: Any) -> None:
+    """Keep ``future`` in ``store`` beside a weak reference to the object holding ``value``.
+
+    A model's entry (in :data:`_kept`) goes when that object is collected, which releases the
+    block on the cluster; a fit's inputs go with the fit's :func:`inputs_sent_once`.
+    """
+    root = _root(value)
+    if store is _kept and place not in store:
+        weakref.finalize(root, _forget, place)
+    store[place] = weakref.ref(root), future
 
 
 def _forget(place: tuple) -> None:

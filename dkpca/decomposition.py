@@ -46,6 +46,7 @@ from ._kernel_solvers import (
     training_data,
 )
 from ._precomputed import PrecomputedKernel
+from ._scattered import inputs_sent_once
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
     InstanceOf,
@@ -426,7 +427,8 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
                 return self.fit(to_host(X), y)
         self._validate_params()
         clear_fitted(self)  # nothing from an earlier fit with other parameters
-        with _all_or_nothing(self):  # a fit that raises leaves the model unfitted
+        # a fit that raises leaves the model unfitted; its in-memory rows go to a cluster once
+        with _all_or_nothing(self), inputs_sent_once():
             self._fit(X)
         return self
 
@@ -568,7 +570,8 @@ class KernelPCA(PreimageMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
         (300, True)
         """
         self._validate_params()
-        with _all_or_nothing(self):  # a call that raises leaves the model as it was
+        # a call that raises leaves the model as it was; its rows go to a cluster once
+        with _all_or_nothing(self), inputs_sent_once():
             self._partial_fit(X)
         return self
 

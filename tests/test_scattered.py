@@ -18,6 +18,7 @@ from dkpca import _scattered
 from dkpca._cluster_workers import live_workers
 from dkpca.cluster import connect
 from dkpca.io._views import view_blocks
+from dkpca.options import ICF, Nystrom, Sketch
 
 distributed = pytest.importorskip("distributed")
 
@@ -37,8 +38,12 @@ def _large_graphs(caught):
     return [str(w.message).splitlines()[0] for w in caught if "large graph" in str(w.message)]
 
 
+def _kept_futures():
+    return {place: future for place, (_, future) in _scattered._kept.items()}
+
+
 def _kept_keys():
-    return {future.key for future in _scattered._kept.values()}
+    return {future.key for future in _kept_futures().values()}
 
 
 def test_a_transform_sends_the_model_once_and_no_large_graph(data):
@@ -60,7 +65,7 @@ def test_a_transform_sends_the_model_once_and_no_large_graph(data):
         assert _large_graphs(caught) == []
         assert kept, "the model's rows were not kept on the cluster"
         assert kept <= _kept_keys(), "the second transform sent the model again"
-        assert set(client.who_has(list(_scattered._kept.values()))) >= kept
+        assert set(client.who_has(list(_kept_futures().values()))) >= kept
         np.testing.assert_allclose(first, reference, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(second, reference[:100], rtol=1e-12, atol=1e-12)
         del model
@@ -83,7 +88,7 @@ def test_an_in_process_cluster_keeps_nothing(data):
 
 def test_a_nystrom_fit_of_in_memory_rows_sends_no_large_graph(data):
     X, _ = data
-    options = dkpca.options.Nystrom(n_landmarks=100)
+    options = Nystrom(n_landmarks=100)
     with dask.config.set(scheduler="threads"):
         reference = dkpca.KernelPCA(4, solver=options, random_state=0).fit(X)
     with (connect(n_workers=2, threads_per_worker=1, processes=False),
@@ -122,7 +127,7 @@ def test_a_kept_block_lost_with_its_worker_is_sent_again(data):
         live_workers(client, 2, 120.0)
         before = _kept_keys()
         model.transform(new)
-        kept = {key: future for key, future in _scattered._kept.items()
+        kept = {key: future for key, future in _kept_futures().items()
                 if future.key not in before}
         holders = {w for ws in client.who_has(list(kept.values())).values() for w in ws}
         pids = client.run(os.getpid)
@@ -134,7 +139,7 @@ def test_a_kept_block_lost_with_its_worker_is_sent_again(data):
             time.sleep(0.05)
         live_workers(client, 1, 120.0)
         np.testing.assert_allclose(model.transform(new), reference, rtol=1e-12, atol=1e-12)
-        assert all(_scattered._kept[place].key != future.key for place, future in kept.items())
+        assert all(_kept_futures()[place].key != future.key for place, future in kept.items())
 
 
 def test_a_computation_that_lost_its_blocks_is_run_again():
@@ -166,7 +171,7 @@ def test_a_computation_that_lost_its_blocks_is_run_again():
 
 
 def _sketch_fit(X):
-    return dkpca.KernelPCA(4, solver=dkpca.options.Sketch(), random_state=0).fit(X).eigenvalues_
+    return dkpca.KernelPCA(4, solver=Sketch(), random_state=0).fit(X).eigenvalues_
 
 
 def _denoised(X):
@@ -206,3 +211,35 @@ def test_a_shared_value_is_one_key_for_every_task():
     assert held == [key.key] and str(key.key).startswith("view-")
     assert str(_scattered.shared(value, kept=True).key).startswith(_scattered.MODEL_VIEW)
     assert dask.compute(tasks, scheduler="sync") == ([499500.0, 999.0],)
+
+
+@pytest.mark.parametrize("solver", [ICF(max_rank=40), Nystrom(
+    n_landmarks=100)], ids=["icf", "nystrom"])
+def test_a_fit_sends_its_rows_once(solver, data, monkeypatch):
+    """Incomplete Cholesky computes over the rows once per round of pivots, Nyström three
+    times: the rows are scattered for the first and kept until the fit ends."""
+    X, _ = data
+    with dask.config.set(scheduler="threads"):
+        reference = dkpca.KernelPCA(4, solver=solver, random_state=0).fit(X)
+    sent, scatter = [], distributed.Client.scatter
+
+    def counted(client, data, **kwargs):
+        sent.extend(data)
+        return scatter(client, data, **kwargs)
+
+    computations, computed = [], dkpca.blocked.computed_with_blocks_scattered
+
+    def computing(*args, **kwargs):
+        computations.append(1)
+        return computed(*args, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "scatter", counted)
+    monkeypatch.setattr(dkpca.blocked, "computed_with_blocks_scattered", computing)
+    with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB"):
+        model = dkpca.KernelPCA(4, solver=solver, random_state=0).fit(X)
+        rows = [block for block in sent if isinstance(block, np.ndarray)  # the rows' blocks
+                and _scattered._root(block).shape == X.shape]
+        assert sum(block.shape[0] for block in rows) == X.shape[0]  # each row once
+        assert _scattered._inputs.get() is None
+    assert len(computations) > 2
+    np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-9)
