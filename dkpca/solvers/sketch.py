@@ -28,7 +28,7 @@ from dkpca._scattered import shared
 from dkpca.blocked import center_columns, compute, kernel_diagonal, tree_sum
 from dkpca.kernels import Kernel
 from dkpca.linalg import flip_signs, top_eigh
-from dkpca.tiles import symmetric_kernel_product
+from dkpca.tiles import KernelTiles, storage_dtype
 
 from ._basis import KernelBasis
 from ._common import (
@@ -118,21 +118,27 @@ def fit_sketch(
     W -= W.mean(axis=0)  # H W: the sketch of the centred kernel map, K_c W = H K (H W)
     rows = in_memory_rows(X, basis_data)
     source = X if rows is None else rows  # in-memory rows are scattered, not sent in graphs
-    image = symmetric_kernel_product(
-        kernel, source, np.hstack([W, np.full((n, 1), 1.0 / n)]), block_bytes=block_bytes
-    )
-    row_means = np.asarray(image[:, -1], dtype=np.float64)  # the 1/n column: K's row means
-    check_finite_kernel(row_means, X, owner)
-    Y = np.array(image[:, :-1], dtype=np.float64)
-    center_columns(Y)  # Y = K_c W = Zᵀ
-    (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
+    # One set of tiles for both products: the rows go to the workers once.
+    tiles = KernelTiles(kernel, source, block_bytes=block_bytes,
+                        dtype=storage_dtype(source, None), cached=False)
+    try:
+        image = tiles.matmul(np.hstack([W, np.full((n, 1), 1.0 / n)]))
+        row_means = np.asarray(image[:, -1], dtype=np.float64)  # the 1/n column: K's row means
+        check_finite_kernel(row_means, X, owner)
+        Y = np.array(image[:, :-1], dtype=np.float64)
+        center_columns(Y)  # Y = K_c W = Zᵀ
+        if refine:
+            Q, _ = np.linalg.qr(Y)
+            Q -= Q.mean(axis=0)  # range(K_c) ⟂ 1; drop the rounding residue
+            image = np.array(tiles.matmul(Q), dtype=np.float64)
+    finally:  # the data rows leave the workers now, whether a product failed or not
+        tiles.release()
+    if rows is None:
+        (diagonal_sum,) = compute(kernel_diagonal(kernel, X).sum(dtype=np.float64))
+    else:  # the rows are here: their diagonal needs no trip to the cluster
+        diagonal_sum = kernel.diag(rows).sum(dtype=np.float64)
     total_variance = float(diagonal_sum) - n * float(row_means.mean())
     if refine:
-        Q, _ = np.linalg.qr(Y)
-        Q -= Q.mean(axis=0)  # range(K_c) ⟂ 1; drop the rounding residue
-        image = np.array(
-            symmetric_kernel_product(kernel, source, Q, block_bytes=block_bytes), dtype=np.float64
-        )
         center_columns(image)  # K_c Q = H K H Q
         eigenvalues, S = top_eigh(Q.T @ image, None, overwrite=True)
         vectors = flip_signs(Q @ S)
