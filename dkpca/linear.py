@@ -40,6 +40,7 @@ from ._pca_covariance import (
 from ._pca_probabilistic import ProbabilisticMixin, minka_rank, noise_variance
 from ._pca_randomized import fit_randomized_pca
 from ._pca_sparse import sparse_projection
+from ._scattered import inputs_sent_once
 from ._typing import ArrayLike, RandomStateLike
 from ._validation import (
     InstanceOf,
@@ -296,8 +297,9 @@ class PCA(ProbabilisticMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             sketch = make_sketch(self.sketch, self.sketch_dim, self.n_hashes, self.random_state,
                                  n_max=d, rule=ComponentRule(count=count), owner="PCA")
         try:
-            mean, eigenvalues, vectors, total, passes, statistics = self._solve(
-                X, Xa, solver, count, sketch)
+            with inputs_sent_once():  # a solver's passes share in-memory rows sent to a cluster
+                mean, eigenvalues, vectors, total, passes, statistics = self._solve(
+                    X, Xa, solver, count, sketch)
         except NonFiniteStatisticsError:
             raise ValueError(f"PCA: {nonfinite_message(Xa)}") from None
         self.solver_ = solver

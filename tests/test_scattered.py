@@ -213,37 +213,62 @@ def test_a_shared_value_is_one_key_for_every_task():
     assert dask.compute(tasks, scheduler="sync") == ([499500.0, 999.0],)
 
 
+@pytest.fixture
+def sent(monkeypatch):
+    """Every value the client scatters, as it was given."""
+    values, scatter = [], distributed.Client.scatter
+
+    def counted(client, data, **kwargs):
+        values.extend(data if isinstance(data, list | tuple) else [data])
+        return scatter(client, data, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "scatter", counted)
+    return values
+
+
+def _rows_sent(sent, X):
+    """Rows of ``X`` among the scattered values (its blocks are views of it)."""
+    return sum(block.shape[0] for block in sent
+               if isinstance(block, np.ndarray) and _scattered._root(block).shape == X.shape)
+
+
 @pytest.mark.parametrize("solver", [ICF(max_rank=40), Nystrom(n_landmarks=100),
                                     Sketch("gaussian", dim=200, refine=True)],
                          ids=["icf", "nystrom", "refined sketch"])
-def test_a_fit_sends_its_rows_once(solver, data, monkeypatch):
+def test_a_fit_sends_its_rows_once(solver, data, sent, monkeypatch):
     """Incomplete Cholesky computes over the rows once per round of pivots, Nyström three
     times: the rows are scattered for the first and kept until the fit ends. A refined
     sketch's two products share one set of tiles, and its trace needs no pass."""
     X, _ = data
     with dask.config.set(scheduler="threads"):
         reference = dkpca.KernelPCA(4, solver=solver, random_state=0).fit(X)
-    sent, scatter = [], distributed.Client.scatter
-
-    def counted(client, data, **kwargs):
-        sent.extend(data)
-        return scatter(client, data, **kwargs)
-
     computations, computed = [], dkpca.blocked.computed_with_blocks_scattered
 
     def computing(*args, **kwargs):
         computations.append(1)
         return computed(*args, **kwargs)
 
-    monkeypatch.setattr(distributed.Client, "scatter", counted)
     monkeypatch.setattr(dkpca.blocked, "computed_with_blocks_scattered", computing)
     with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB"):
         model = dkpca.KernelPCA(4, solver=solver, random_state=0).fit(X)
-        rows = [block for block in sent if isinstance(block, np.ndarray)  # the rows' blocks
-                and _scattered._root(block).shape == X.shape]
-        assert sum(block.shape[0] for block in rows) == X.shape[0]  # each row once
+        assert _rows_sent(sent, X) == X.shape[0]  # each row once
         assert _scattered._inputs.get() is None
     assert len(computations) > 2 or isinstance(solver, Sketch)
     np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-9)
     np.testing.assert_allclose(model.explained_variance_ratio_,
                                reference.explained_variance_ratio_, rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["gram", "sketch"])
+def test_a_linear_pca_fit_sends_its_rows_once(solver, data, sent):
+    """The gram solver passes over the rows twice, a refined sketch three times."""
+    X, _ = data
+    options = {"solver": solver, "refine": True, "random_state": 0}
+    with dask.config.set(scheduler="threads"):
+        reference = dkpca.PCA(4, **options).fit(X)
+    with connect(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB"):
+        model = dkpca.PCA(4, **options).fit(X)
+        assert _rows_sent(sent, X) == X.shape[0]  # each row once
+    assert model.n_iter_ > 1
+    np.testing.assert_allclose(model.explained_variance_, reference.explained_variance_,
+                               rtol=1e-9)
