@@ -18,7 +18,7 @@
 #   <prefix> bash benchmarks/device_checks.sh next       # 10,000 x 784; cluster shapes; Nystrom
 #   <prefix> bash benchmarks/device_checks.sh strips     # Nystrom's GPU strips, length and accuracy
 #   <prefix> bash benchmarks/device_checks.sh quiet      # 16-core shapes, plain and quiet; Nystrom
-#   <prefix> bash benchmarks/device_checks.sh shm        # every 16-core shape; Nystrom; tests; MDD
+#   <prefix> bash benchmarks/device_checks.sh shm        # every 16-core shape; Nystrom; tests; MDD and its solver
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -133,6 +133,7 @@ case "$part" in
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
     run 100 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
     run 100 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
+    run 60 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500 1000
     ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
