@@ -18,7 +18,7 @@
 #   <prefix> bash benchmarks/device_checks.sh next       # 10,000 x 784; cluster shapes; Nystrom
 #   <prefix> bash benchmarks/device_checks.sh strips     # Nystrom's GPU strips, length and accuracy
 #   <prefix> bash benchmarks/device_checks.sh quiet      # 16-core shapes, plain and quiet; Nystrom
-#   <prefix> bash benchmarks/device_checks.sh shm        # every 16-core shape; Nystrom; tests; MDD and its solver
+#   <prefix> bash benchmarks/device_checks.sh shm        # 16-core shapes; sums; MDD's solver; Nystrom
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -126,14 +126,16 @@ case "$part" in
     run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
     ;;
-  shm)  # the pass through shared memory (2026-11-28 on) in every 16-core shape, not measured
-       # there yet; Nystrom's 8,192-row strips at 10,000,000 rows; the GPU tests; MDD on 16 cores
-    run 300 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
-    run 170 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+  shm)  # the pass through shared memory (2026-11-28 on) and the client's sums in bands on its
+       # cores (2026-11-29) in every 16-core shape, 8 x 2 in both layouts; what limits MDD's
+       # draws on 16 threads; Nystrom's 8,192-row strips at 10,000,000 rows; the GPU tests
+    run 300 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2 \
+      8x2:symmetric
+    run 30 "$PY" benchmarks/probe_partial_sums.py
+    run 50 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500 1000
+    run 150 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
     run 100 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
-    run 100 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
-    run 60 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500 1000
     ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from ._device import array_module
 from ._tile_holders import two_sum_into
+from .moments import available_cores
+
+#: Bytes of one row band of the partials' sum: a band's TwoSum arrays stay in a core's cache.
+SUM_BAND_BYTES = 1 << 20
+#: Elements of partials to add, from which the bands are shared among this process's cores.
+THREADED_SUM_ELEMENTS = 1 << 20
 
 
 def _gather_or_cancel(client: Any, futures: list, **kwargs: Any) -> list:
@@ -87,6 +95,11 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]], reused: bool = F
     itself when it is writable (it is this pass's own memory): the same numbers, without two
     ``n × b`` arrays of zeros, a copy, and a third array for the rounded total. ``reused``:
     the partials' memory is written again by the next product, so the result is a new array.
+
+    On the host the rows are added in bands of :data:`SUM_BAND_BYTES`, every partial in turn
+    in each band, so that a band's arrays stay in cache; from :data:`THREADED_SUM_ELEMENTS`
+    the bands are shared among this process's cores (the workers wait for the next pass
+    meanwhile). Each row gets the same operations in the same order either way.
     """
     xp = array_module(partials[0][1])
     shape = (n, *partials[0][1].shape[1:])
@@ -104,21 +117,51 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]], reused: bool = F
     else:
         high, low = xp.zeros(shape, dtype=xp.float64), xp.zeros(shape, dtype=xp.float64)
         rest, touched = partials, np.zeros(n, dtype=bool)
-    # one scratch for every TwoSum, as tall as the tallest partial added (not the first)
-    rows_most = max((part_high.shape[0] for _, part_high, _ in rest), default=0)
-    scratch = [xp.empty((rows_most, *shape[1:]), dtype=xp.float64) for _ in range(3)]
-    for lo, part_high, part_low in rest:
-        rows = slice(lo, lo + part_high.shape[0])
-        if touched[rows].any():
-            two_sum_into(high[rows, ...], low[rows, ...], part_high, scratch)
-            low[rows, ...] += part_low
+    total = xp.empty(shape, dtype=xp.float64) if reused else high
+    width = int(np.prod(shape[1:], dtype=np.int64))
+    band = max(1, n if xp is not np else SUM_BAND_BYTES // (8 * max(1, width)))
+    bands = [(start, min(start + band, n)) for start in range(0, n, band)]
+    local = threading.local()
+
+    def add_band(rows: tuple[int, int]) -> None:
+        if not hasattr(local, "scratch"):  # one scratch for every TwoSum of this thread
+            local.scratch = [xp.empty((band, *shape[1:]), dtype=xp.float64) for _ in range(3)]
+        _add_into_band(rows, rest, high, low, touched, local.scratch)
+        a, b = rows
+        xp.add(high[a:b, ...], low[a:b, ...], out=total[a:b, ...])
+
+    elements = width * sum(part_high.shape[0] for _, part_high, _ in rest)
+    threads = min(len(bands), available_cores()) if elements >= THREADED_SUM_ELEMENTS else 1
+    if threads == 1:
+        for rows in bands:
+            add_band(rows)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(add_band, bands))
+    return total
+
+
+def _add_into_band(rows: tuple[int, int], partials: list[tuple[int, Any, Any]], high: Any,
+                   low: Any, touched: np.ndarray, scratch: list) -> None:
+    """Add each partial's rows within ``rows`` to ``high + low``, in the partials' order.
+
+    Rows no earlier partial touched (``touched``: rows the sum already holds) take the
+    partial's values as they are; others are added by TwoSum.
+    """
+    a, b = rows
+    seen = touched[a:b]  # this band's rows, which no other thread writes
+    for lo, part_high, part_low in partials:
+        start, stop = max(a, lo), min(b, lo + part_high.shape[0])
+        if start >= stop:
+            continue
+        here, mine, theirs = slice(start, stop), slice(start - a, stop - a), \
+            slice(start - lo, stop - lo)
+        if seen[mine].any():
+            two_sum_into(high[here, ...], low[here, ...], part_high[theirs, ...], scratch)
+            low[here, ...] += part_low[theirs, ...]
         else:
-            high[rows, ...], low[rows, ...] = part_high, part_low
-        touched[rows] = True
-    if reused:
-        return high + low
-    high += low
-    return high
+            high[here, ...], low[here, ...] = part_high[theirs, ...], part_low[theirs, ...]
+        seen[mine] = True
 
 
 def _writable(*arrays: Any) -> bool:

@@ -592,6 +592,67 @@ def test_double_double_sums_do_not_depend_on_order():
     np.testing.assert_array_equal(totals[0], totals[2])
 
 
+def _partials_summed_one_by_one(n, partials):
+    """The sum as each partial's rows at once, in order: the spec of ``_sum_partials``."""
+    from dkpca._tile_holders import two_sum_into
+
+    high, low = np.zeros((n, *partials[0][1].shape[1:])), np.zeros((n, *partials[0][1].shape[1:]))
+    touched = np.zeros(n, dtype=bool)
+    for lo, part_high, part_low in partials:
+        rows = slice(lo, lo + len(part_high))
+        if touched[rows].any():
+            two_sum_into(high[rows], low[rows], part_high)
+            low[rows] += part_low
+        else:
+            high[rows], low[rows] = part_high, part_low
+        touched[rows] = True
+    return high + low
+
+
+@pytest.mark.parametrize("columns", [(), (3,)])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("reused", [False, True])
+def test_partials_summed_in_bands_on_threads_equal_one_by_one(monkeypatch, columns, threads,
+                                                              reused):
+    """Bands of rows, shared among threads, give every row the same sum bit for bit.
+
+    The symmetric layout's partials (every row for the first holder, rows to the end for the
+    others), and ones that leave rows untouched, start or end inside a band, or are read-only
+    (a socket's), whichever thread adds which band.
+    """
+    import dkpca._tile_transport as transport
+
+    monkeypatch.setattr(transport, "SUM_BAND_BYTES", 8 * 7 * int(np.prod(columns)))  # 7 rows
+    monkeypatch.setattr(transport, "THREADED_SUM_ELEMENTS", 1 if threads > 1 else 10**9)
+    monkeypatch.setattr(transport, "available_cores", lambda: threads)
+    rng = np.random.default_rng(0)
+    n = 100
+
+    def partial(lo, hi, writable=True):
+        scale = 10.0 ** rng.integers(-8, 8, size=(hi - lo, *[1] * len(columns)))
+        high = rng.normal(size=(hi - lo, *columns)) * scale
+        low = high * 1e-17 * rng.normal(size=high.shape)
+        for array in (high, low):
+            array.flags.writeable = writable
+        return lo, high, low
+
+    cases = {
+        "symmetric": [partial(0, n), partial(30, n), partial(52, n), partial(81, n)],
+        "gaps": [partial(5, 40), partial(33, 61), partial(70, 96), partial(10, 12)],
+        "read-only": [partial(0, n, writable=False), partial(45, n, writable=False)],
+    }
+    for name, partials in cases.items():
+        expected = _partials_summed_one_by_one(n, partials)
+        copies = [(lo, high.copy(), low.copy()) for lo, high, low in partials]
+        for (_, high, low), (_, source, _) in zip(copies, partials, strict=True):
+            high.flags.writeable = low.flags.writeable = source.flags.writeable
+        total = transport._sum_partials(n, copies, reused=reused)
+        np.testing.assert_array_equal(total, expected, err_msg=name)
+        assert total.shape == (n, *columns)
+        if reused:  # a new array: the partials' memory is written again by the next product
+            assert not any(np.shares_memory(total, high) for _, high, _ in copies)
+
+
 def test_a_partial_no_other_overlaps_is_rounded_where_it_is_made():
     """The one holder's partial comes back as one float64 array: the same numbers, half the bytes."""
     import dask
