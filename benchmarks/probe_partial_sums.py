@@ -7,8 +7,8 @@ next one. This probe builds such partials for ``W`` holders (tiles dealt in row-
 equal bytes, so holder ``w`` starts at row ``n (1 - sqrt(1 - w / W))``), ``n × b`` float64,
 and times, on fresh copies each round:
 
-* *one by one*: each partial's rows at once, in order (dkpca's sum before 2026-11-29, as
-  ``tests/test_tiles.py``'s reference writes it);
+* *one by one*: each partial's rows at once, in order, on one thread (dkpca's sum before
+  2026-11-29): ``_sum_partials`` with one band of every row;
 * *bands, 1 thread*: ``dkpca._tile_transport._sum_partials`` with one core: every partial in
   turn within each band of rows, so that a band's arrays stay in cache;
 * *bands, all cores*: the same, the bands shared among this process's cores.
@@ -31,7 +31,6 @@ from unittest import mock
 import numpy as np
 
 import dkpca._tile_transport as transport
-from dkpca._tile_holders import two_sum_into
 from dkpca.moments import available_cores
 
 
@@ -41,21 +40,6 @@ def symmetric_partials(n: int, b: int, holders: int, seed: int = 0) -> list:
     starts = [int(n * (1 - np.sqrt(1 - w / holders))) for w in range(holders)]
     return [(lo, rng.standard_normal((n - lo, b)), rng.standard_normal((n - lo, b)) * 1e-17)
             for lo in starts]
-
-
-def one_by_one(n: int, partials: list) -> np.ndarray:
-    """Each partial's rows at once, in order, into the first (it spans every row)."""
-    _, high, low = partials[0]
-    touched = np.ones(n, dtype=bool)
-    for lo, part_high, part_low in partials[1:]:
-        rows = slice(lo, lo + len(part_high))
-        if touched[rows].any():
-            two_sum_into(high[rows], low[rows], part_high)
-            low[rows] += part_low
-        else:
-            high[rows], low[rows] = part_high, part_low
-        touched[rows] = True
-    return high + low
 
 
 def timed(sum_fn: Callable[[int, list], np.ndarray], n: int, partials: list,
@@ -82,15 +66,16 @@ def main() -> None:
     print("| holders | rows added | one by one (ms) | bands, 1 thread (ms) | "
           f"bands, {cores} threads (ms) | one by one / bands on all cores | equal |")
     print("|---|---|---|---|---|---|---|")
-    banded = transport._sum_partials
+    def banded(n: int, partials: list) -> np.ndarray:
+        return transport._sum_partials(n, partials, reused=True)
+
     for holders in args.holders:
         partials = symmetric_partials(args.n, args.b, holders)
-        plain, reference = timed(one_by_one, args.n, partials, args.rounds)
         with mock.patch.object(transport, "available_cores", lambda: 1):
-            single, first = timed(lambda n, p: banded(n, p, reused=True), args.n, partials,
-                                  args.rounds)
-        threaded, second = timed(lambda n, p: banded(n, p, reused=True), args.n, partials,
-                                 args.rounds)
+            with mock.patch.object(transport, "SUM_BAND_BYTES", 8 * args.n * args.b):
+                plain, reference = timed(banded, args.n, partials, args.rounds)
+            single, first = timed(banded, args.n, partials, args.rounds)
+        threaded, second = timed(banded, args.n, partials, args.rounds)
         equal = np.array_equal(first, reference) and np.array_equal(second, reference)
         rows = sum(len(high) for _, high, _ in partials[1:])
         print(f"| {holders} | {rows:,} | {1e3 * plain:.1f} | {1e3 * single:.1f} | "
