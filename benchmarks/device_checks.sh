@@ -133,8 +133,8 @@ case "$part" in
       8x2:symmetric
     run 30 "$PY" benchmarks/probe_partial_sums.py
     run 50 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500 1000
-    run 150 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
-      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 100
+    run 200 "$PY" benchmarks/bench_gpu.py --solver nystrom --sizes 10000000 --float32 \
+      --zarr /tmp/blobs.zarr --only gpu cpu --timeout 120
     run 100 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
     ;;
   cores)
