@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._device import array_module
+from ._device import array_module, into
 from ._tile_holders import two_sum_into
 from .moments import available_cores
 
@@ -121,14 +121,17 @@ def _sum_partials(n: int, partials: list[tuple[int, Any, Any]], reused: bool = F
     width = int(np.prod(shape[1:], dtype=np.int64))
     band = max(1, n if xp is not np else SUM_BAND_BYTES // (8 * max(1, width)))
     bands = [(start, min(start + band, n)) for start in range(0, n, band)]
+    # one scratch a thread for every TwoSum, no taller than a band or the tallest partial
+    scratch_rows = max(1, min(band, max((p[1].shape[0] for p in rest), default=0)))
     local = threading.local()
 
     def add_band(rows: tuple[int, int]) -> None:
-        if not hasattr(local, "scratch"):  # one scratch for every TwoSum of this thread
-            local.scratch = [xp.empty((band, *shape[1:]), dtype=xp.float64) for _ in range(3)]
+        if not hasattr(local, "scratch"):
+            local.scratch = [xp.empty((scratch_rows, *shape[1:]), dtype=xp.float64)
+                             for _ in range(3)]
         _add_into_band(rows, rest, high, low, touched, local.scratch)
         a, b = rows
-        xp.add(high[a:b, ...], low[a:b, ...], out=total[a:b, ...])
+        into(xp, "add", high[a:b, ...], low[a:b, ...], out=total[a:b, ...])
 
     elements = width * sum(part_high.shape[0] for _, part_high, _ in rest)
     threads = min(len(bands), available_cores()) if elements >= THREADED_SUM_ELEMENTS else 1
