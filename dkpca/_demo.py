@@ -37,7 +37,7 @@ def run_demo(args: argparse.Namespace, client_options: dict,
     >>> args = argparse.Namespace(out=Path("demo-output"), n_samples=300, n_components=None,
     ...                           n_draws=20, random_state=0)
     >>> run_demo(args, {"processes": False})[1]  # doctest: +SKIP
-    'MDD chose sigma2 = 1.78 and 16 components; kernel PCA on 300 x 2 (exact) in 2.1 s; ...'
+    'MDD chose sigma2 = 1.78 and 16 components in 0.9 s; kernel PCA on 300 x 2 (exact) in ...'
     """
     import dask.array as da
     import matplotlib
@@ -59,9 +59,15 @@ def run_demo(args: argparse.Namespace, client_options: dict,
     if not os.access(writable, os.W_OK):
         raise PermissionError(f"--out {out}: cannot write in {writable}")
     X, labels = make_rings(args.n_samples, n_rings=3, noise=0.08, random_state=args.random_state)
-    started = time.perf_counter()
+    clock = [time.perf_counter()]  # the start, then the end of each phase
+
+    def lap() -> float:
+        clock.append(time.perf_counter())
+        return clock[-1] - clock[-2]
+
     with connect(**client_options) as client:
         logger.info("cluster dashboard: %s", client.dashboard_link)
+        lap()
         Xd = da.from_array(X, chunks=(max(1, len(X) // 4), -1))
         logger.info("model selection by MDD: %d draws", args.n_draws)
         selection = select_model(Xd, n_components=args.n_components, n_draws=args.n_draws,
@@ -70,12 +76,16 @@ def run_demo(args: argparse.Namespace, client_options: dict,
         logger.info("%s", selection)
         if selection.n_components < 2:
             raise UsageError(f"{selection}: fewer than 2 components, nothing to plot")
+        selecting = lap()
         kp = selection.to_kpca(random_state=args.random_state)
         scores = kp.fit(Xd).transform(Xd).compute()
+        fitting = lap()
+        logger.info("kernel PCA: solver %s, %d passes, %.1f s (fit and transform)",
+                    kp.solver_, kp.n_iter_, fitting)
         logger.info("denoising by fixed-point pre-images")
         denoised = kp.denoise(Xd).compute()
-    elapsed = time.perf_counter() - started
-    logger.info("solver %s, %d passes, %.1f s", kp.solver_, kp.n_iter_, elapsed)
+        denoising = lap()
+    elapsed = time.perf_counter() - clock[0]
     out.mkdir(parents=True, exist_ok=True)
     plt.close(selection.plot(out / "model-selection.png"))
     written(out / "model-selection.png")
@@ -97,9 +107,11 @@ def run_demo(args: argparse.Namespace, client_options: dict,
     plt.close(fig)
     _plot_denoising(X, denoised, labels, out / "denoise-rings.png", plt)
     written(out / "denoise-rings.png")
-    summary = (f"MDD chose sigma2 = {kp.sigma2:.3g} and {kp.n_components_} components; kernel "
-               f"PCA on {len(X)} x {X.shape[1]} ({kp.solver_}) in {elapsed:.1f} s; figures: "
-               f"{figure_path}, {out / 'model-selection.png'}, {out / 'denoise-rings.png'}")
+    summary = (f"MDD chose sigma2 = {kp.sigma2:.3g} and {kp.n_components_} components in "
+               f"{selecting:.1f} s; kernel PCA on {len(X)} x {X.shape[1]} ({kp.solver_}) in "
+               f"{fitting:.1f} s, denoising in {denoising:.1f} s, {elapsed:.1f} s with the "
+               f"cluster's start and stop; figures: {figure_path}, "
+               f"{out / 'model-selection.png'}, {out / 'denoise-rings.png'}")
     return kp, summary
 
 
