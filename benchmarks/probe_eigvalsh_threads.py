@@ -40,8 +40,8 @@ import numpy as np
 import scipy
 import threadpoolctl
 
-#: numpy's eigensolvers release the GIL only when (matrices in the call) × order > 500.
-GIL_FREE_ROWS = 501
+from dkpca.selection._spectra import _GIL_FREE_ROWS  # the stacks dkpca solves at once
+
 LAPACK_ROW_MAJOR = 101
 
 
@@ -111,7 +111,7 @@ def run_threads(threads: int, work: Callable[[int], None]) -> float:
 def probe_order(n: int, counts: list[int], solves: int,
                 two_stage: Callable[[np.ndarray], np.ndarray] | None) -> None:
     """Print each solver's throughput on matrices of order ``n`` at each thread count."""
-    stack = max(1, -(-GIL_FREE_ROWS // n))
+    stack = max(1, -(-_GIL_FREE_ROWS // n))
     mats = {i: centred_kernels(n, stack, seed=i) for i in range(max(counts))}
 
     def syevd(i: int) -> None:
