@@ -19,6 +19,7 @@
 #   <prefix> bash benchmarks/device_checks.sh strips     # Nystrom's GPU strips, length and accuracy
 #   <prefix> bash benchmarks/device_checks.sh quiet      # 16-core shapes, plain and quiet; Nystrom
 #   <prefix> bash benchmarks/device_checks.sh shm        # 16-core shapes; sums; MDD's solver; Nystrom
+#   <prefix> bash benchmarks/device_checks.sh spread     # 4 x 4 and 8 x 2 twice; 1,000,000 rows
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -137,12 +138,17 @@ case "$part" in
       --zarr /tmp/blobs.zarr --only gpu cpu --timeout 120
     run 100 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
     ;;
+  spread)  # what one fit per shape cannot say (2026-11-29): 4 x 4 and 8 x 2 (symmetric by
+          # default now) over two rounds; 1,000,000 rows on the GPU with room for its warm-up
+    run 300 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 4x4 8x2 --rounds 2
+    run 220 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next|strips|quiet|shm}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next|strips|quiet|shm|spread}" >&2
     exit 2
     ;;
 esac

@@ -42,7 +42,7 @@ from distributed.protocol import to_serialize
 from ._tile_holders import state_product
 
 __all__ = ["SHARED_MEMORY_KEY", "HolderStateMissing", "PassFiles", "SharedArray", "SharedFiles",
-           "SharedMemoryFull", "shared_memory_reaches", "shared_product"]
+           "SharedMemoryFull", "shared_memory_allowed", "shared_memory_reaches", "shared_product"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +147,25 @@ class SharedFiles:
         return SharedArray(path, tuple(int(s) for s in shape))
 
 
+def shared_memory_allowed() -> bool:
+    """Whether workers on this machine may be reached through shared memory at all.
+
+    True unless the ``dkpca.shared-memory`` setting is ``False`` or :data:`SHARED_DIR` is
+    missing; whether the workers do see the files is :func:`shared_memory_reaches`'s probe.
+
+    Examples
+    --------
+    >>> import dask
+    >>> with dask.config.set({"dkpca.shared-memory": False}):
+    ...     shared_memory_allowed()
+    False
+    """
+    setting = dask.config.get(SHARED_MEMORY_KEY, "auto")
+    if setting not in ("auto", True, False):
+        raise ValueError(f"{SHARED_MEMORY_KEY} must be 'auto', True or False, got {setting!r}")
+    return setting is not False and os.path.isdir(SHARED_DIR)
+
+
 def shared_memory_reaches(client: Any, addresses: list[str]) -> bool:
     """Whether the workers at ``addresses`` see this process's shared-memory files.
 
@@ -160,10 +179,7 @@ def shared_memory_reaches(client: Any, addresses: list[str]) -> bool:
     ...     shared_memory_reaches(None, ["tcp://127.0.0.1:4000"])
     False
     """
-    setting = dask.config.get(SHARED_MEMORY_KEY, "auto")
-    if setting not in ("auto", True, False):
-        raise ValueError(f"{SHARED_MEMORY_KEY} must be 'auto', True or False, got {setting!r}")
-    if setting is False or not os.path.isdir(SHARED_DIR):
+    if not shared_memory_allowed():
         return False
     _remove_orphans()
     token = np.array([secrets.randbits(52) for _ in range(2)], dtype=np.float64)

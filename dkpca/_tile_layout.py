@@ -40,11 +40,13 @@ TILE_LAYOUTS = ("auto", "symmetric", "stripes")
 #: The ``dask.config`` key that chooses the layout of cached tiles on several holders.
 LAYOUT_KEY = "dkpca.tile-layout"
 
-#: Fewest holders for which the ``"auto"`` layout uses stripes. On 16 cores (100,000 × 64,
-#: BENCHMARKS.md §8) the symmetric layout kept 2 × 8 and 4 × 4 within 1.10 of the threaded
-#: fit and pass, while stripes made the 4 × 4 fit 1.22 (the tiles between stripes evaluated
-#: twice); at 8 × 2 stripes brought the pass from 1.72 to 1.19 and the fit from 1.58 to 1.34
-#: (the symmetric figures from the H200 machine of an earlier session: no machine ran both).
+#: Fewest holders for which the ``"auto"`` layout uses stripes, where the partials come back
+#: through sockets. On 16 cores (100,000 × 64, BENCHMARKS.md §8) the symmetric layout kept
+#: 2 × 8 and 4 × 4 within 1.10 of the threaded fit and pass, while stripes made the 4 × 4 fit
+#: 1.22 (the tiles between stripes evaluated twice); at 8 × 2, partials through sockets and
+#: summed on one thread, stripes brought the pass from 1.72 to 1.19 and the fit from 1.58 to
+#: 1.34. With the partials in shared memory and summed on the client's cores, symmetric 8 × 2
+#: took 1.07 (fit) and 1.11 (pass), stripes 1.33 and 1.13 (H200 machine, 2026-11-29).
 STRIPES_MIN_HOLDERS = 8
 
 #: Tiles per scheduler thread that the cache and the streamed product aim for (smaller tiles
@@ -94,11 +96,13 @@ class TilePlan:
 
 
 def plan_tiles(n: int, itemsize: int, block_bytes: int, found: list[Holder], cached: bool,
-               budget: Callable[[], int]) -> TilePlan:
+               budget: Callable[[], int], *, partials_by_socket: bool = True) -> TilePlan:
     """Choose the layout (see :func:`tile_layout`), cut the row blocks and deal the tiles.
 
     ``budget`` gives the memory the cached tiles may take, asked only when stripes are
-    considered.
+    considered. ``partials_by_socket``: whether the holders' partial products would come
+    back through sockets (else through shared memory, where ``"auto"`` keeps the symmetric
+    layout).
 
     Examples
     --------
@@ -109,8 +113,11 @@ def plan_tiles(n: int, itemsize: int, block_bytes: int, found: list[Holder], cac
     weights = [h.nthreads for h in found]
     rows = balanced_tile_rows(n, itemsize, block_bytes)
     layout = tile_layout()
-    striped = layout != "symmetric" and cached and len(found) >= (
-        2 if layout == "stripes" else STRIPES_MIN_HOLDERS)
+    if layout == "stripes":
+        striped = cached and len(found) >= 2
+    else:
+        striped = (layout == "auto" and cached and partials_by_socket
+                   and len(found) >= STRIPES_MIN_HOLDERS)
     if striped:  # whole row blocks: as many as equal stripes need
         striped_rows = balanced_tile_rows(n, itemsize, block_bytes, multiple=len(found))
         striped = (layout == "stripes"
@@ -174,9 +181,10 @@ def tile_layout() -> str:
       Asked for by name, stripes are used for cached tiles on any number of holders above
       one, without checking them against the memory budget.
     * ``"auto"`` (the default): stripes when there are at least
-      :data:`STRIPES_MIN_HOLDERS` holders (workers) and the striped tiles fit the memory
-      budget, else symmetric. One holder (the threaded scheduler) and streamed tiles always
-      use the symmetric layout.
+      :data:`STRIPES_MIN_HOLDERS` holders (workers), their partials would come back through
+      sockets (not all on this machine, or shared memory turned off) and the striped tiles
+      fit the memory budget, else symmetric. One holder (the threaded scheduler) and
+      streamed tiles always use the symmetric layout.
 
     Examples
     --------

@@ -40,6 +40,7 @@ from ._shared_memory import (
     HolderStateMissing,
     PassFiles,
     SharedMemoryFull,
+    shared_memory_allowed,
     shared_memory_reaches,
     shared_product,
 )
@@ -163,8 +164,14 @@ class KernelTiles:
         n = X.shape[0]
         self.n = n
         self._client = active_client()
-        plan = plan_tiles(n, self.dtype.itemsize, block_bytes, holders(), cached,
-                          cache_memory_budget if max_memory is None else lambda: max_memory)
+        found = holders()
+        # partials in shared memory are summed on the client's cores, cheaper than the
+        # tiles between stripes evaluated twice (tile_layout)
+        by_socket = self._client is not None and not (
+            shared_memory_allowed() and all(_on_this_machine(h.address) for h in found))
+        plan = plan_tiles(n, self.dtype.itemsize, block_bytes, found, cached,
+                          cache_memory_budget if max_memory is None else lambda: max_memory,
+                          partials_by_socket=by_socket)
         self.layout, self.bounds = plan.layout, plan.bounds
         rows = self.bounds[0][1]
         self.holders: list[Holder] = [h for h, _, _ in plan.kept]

@@ -512,7 +512,10 @@ def test_stripes_return_each_row_once_and_equal_the_symmetric_layout(process_cli
 
 
 @pytest.mark.distributed
-def test_auto_layout_uses_stripes_only_where_they_fit(monkeypatch):
+def test_auto_layout_uses_stripes_only_where_they_fit_and_partials_go_by_socket(monkeypatch):
+    import dask
+
+    import dkpca._shared_memory
     import dkpca._tile_layout
 
     monkeypatch.setattr(dkpca._tile_layout, "STRIPES_MIN_HOLDERS", 4)
@@ -521,17 +524,23 @@ def test_auto_layout_uses_stripes_only_where_they_fit(monkeypatch):
     with (distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=False,
                                    dashboard_address=":0") as cluster,
           distributed.Client(cluster)):
-        tiles = KernelTiles(RBF(gamma=0.1), X, **kwargs, max_memory=2**40)
-        assert tiles.layout == "stripes" and len(tiles.bounds) % 4 == 0  # equal stripes
-        striped = tiles.nbytes
-        rows = tiles.bounds[0][1]
-        assert striped == striped_kernel_bytes(3_000, rows, [1] * 4, 8)
-        assert cached_kernel_bytes(3_000, 8, 300 * 300 * 8) < striped < 2 * 3_000**2 * 8 / 2
-        tiles = KernelTiles(RBF(gamma=0.1), X, **kwargs, max_memory=striped - 1)
-        assert tiles.layout == "symmetric"  # a kernel that fits once is still cached
-        streamed = KernelTiles(RBF(gamma=0.1), X, **kwargs, cached=False)
-        assert streamed.layout == "symmetric"  # streamed tiles would be evaluated twice a pass
-    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+        # workers on this machine: partials in shared memory, summed on the client's cores
+        by_socket = not dkpca._shared_memory.shared_memory_allowed()
+        layout = KernelTiles(RBF(gamma=0.1), X, **kwargs, max_memory=2**40).layout
+        assert layout == ("stripes" if by_socket else "symmetric")
+        with dask.config.set({"dkpca.shared-memory": False}):  # partials through sockets
+            tiles = KernelTiles(RBF(gamma=0.1), X, **kwargs, max_memory=2**40)
+            assert tiles.layout == "stripes" and len(tiles.bounds) % 4 == 0  # equal stripes
+            striped = tiles.nbytes
+            rows = tiles.bounds[0][1]
+            assert striped == striped_kernel_bytes(3_000, rows, [1] * 4, 8)
+            assert cached_kernel_bytes(3_000, 8, 300 * 300 * 8) < striped < 3_000**2 * 8
+            tiles = KernelTiles(RBF(gamma=0.1), X, **kwargs, max_memory=striped - 1)
+            assert tiles.layout == "symmetric"  # a kernel that fits once is still cached
+            streamed = KernelTiles(RBF(gamma=0.1), X, **kwargs, cached=False)
+            assert streamed.layout == "symmetric"  # streamed: evaluated twice a pass
+    with (dask.config.set({"dkpca.shared-memory": False}),
+          distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                    dashboard_address=":0") as cluster,
           distributed.Client(cluster)):
         assert KernelTiles(RBF(gamma=0.1), X, **kwargs).layout == "symmetric"  # too few
