@@ -139,7 +139,8 @@ case "$part" in
     run 100 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
     ;;
   spread)  # what one fit per shape cannot say (2026-11-29): 4 x 4 and 8 x 2 (symmetric by
-          # default now) over two rounds; 1,000,000 rows on the GPU with room for its warm-up
+          # default now, cached tiles dealt by a pass's work) over two rounds; 1,000,000 rows
+          # on the GPU with room for its warm-up
     run 300 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 4x4 8x2 --rounds 2
     run 220 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
     ;;

@@ -546,6 +546,42 @@ def test_auto_layout_uses_stripes_only_where_they_fit_and_partials_go_by_socket(
         assert KernelTiles(RBF(gamma=0.1), X, **kwargs).layout == "symmetric"  # too few
 
 
+def _pass_work_and_bytes(plan):
+    """Each holder's products a pass (an off-diagonal tile serves two) and its tiles' area."""
+    work, held = [], []
+    for _, pairs, _ in plan.kept:
+        areas = [(plan.bounds[i][1] - plan.bounds[i][0]) * (plan.bounds[j][1] - plan.bounds[j][0])
+                 for i, j in pairs]
+        work.append(sum(a * (1 if i == j else 2) for a, (i, j) in zip(areas, pairs, strict=True)))
+        held.append(sum(areas))
+    return np.array(work, dtype=float), np.array(held, dtype=float)
+
+
+@pytest.mark.parametrize("holders", [4, 8, 16])
+def test_cached_tiles_are_dealt_by_work_within_a_memory_share(holders):
+    import dask
+
+    from dkpca._tile_holders import Holder
+    from dkpca._tile_layout import WORK_DEAL_MAX_SHARE, plan_tiles
+
+    found = [Holder(f"tcp://10.0.0.{k}:4000", 2) for k in range(holders)]
+    args = (100_000, 4, 128 * 2**20, found)
+    with dask.config.set(num_workers=16):  # the tile count of 16 cores: 18 row blocks
+        cached = plan_tiles(*args, True, lambda: 2**40, partials_by_socket=False)
+        streamed = plan_tiles(*args, False, lambda: 2**40)
+    assert cached.layout == streamed.layout == "symmetric"
+    assert cached.bounds == streamed.bounds and len(cached.bounds) == 18
+    work, held = _pass_work_and_bytes(cached)
+    area_work, area_held = _pass_work_and_bytes(streamed)  # streamed tiles: dealt by area
+    assert np.allclose(area_held.max() / area_held.mean(), 1, atol=0.03)
+    if holders < 16:  # by work: the busiest holder closer to the mean, bytes within the share
+        assert work.max() / work.mean() < area_work.max() / area_work.mean() - 0.01
+        assert work.max() / work.mean() <= 1.015
+        assert held.max() / held.mean() <= WORK_DEAL_MAX_SHARE
+    else:  # 16 holders of 18 row blocks: by work one would hold 1.12 times its share
+        assert [p for _, p, _ in cached.kept] == [p for _, p, _ in streamed.kept]
+
+
 def test_stripes_deal_whole_row_blocks_by_threads():
     bounds = [(k * 10, k * 10 + 10) for k in range(12)]
     stripes = deal_stripes(bounds, [2, 1, 1])
