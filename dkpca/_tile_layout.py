@@ -263,7 +263,7 @@ def deal_tiles(
     pairs: Sequence[tuple[int, int]], bounds: Sequence[tuple[int, int]], weights: Sequence[int],
     *, by_work: bool = False,
 ) -> list[list[int]]:
-    """Deal the tiles ``pairs`` to holders in contiguous runs, balanced by tile area.
+    """Deal the tiles ``pairs`` to holders in contiguous runs, balanced by area or by work.
 
     ``weights`` are the holders' shares (their thread counts). A run of the row-major order
     keeps the rows each holder touches contiguous (``lo:n``), so its partial product is one slice.
