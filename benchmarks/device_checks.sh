@@ -19,7 +19,7 @@
 #   <prefix> bash benchmarks/device_checks.sh strips     # Nystrom's GPU strips, length and accuracy
 #   <prefix> bash benchmarks/device_checks.sh quiet      # 16-core shapes, plain and quiet; Nystrom
 #   <prefix> bash benchmarks/device_checks.sh shm        # 16-core shapes; sums; MDD's solver; Nystrom
-#   <prefix> bash benchmarks/device_checks.sh spread     # 4 x 4 and 8 x 2 twice; 1,000,000 rows
+#   <prefix> bash benchmarks/device_checks.sh spread     # 4 x 4, 8 x 2 twice; MDD's solver; 10^6 rows
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -139,10 +139,12 @@ case "$part" in
     run 100 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_fused.py
     ;;
   spread)  # what one fit per shape cannot say (2026-11-29): 4 x 4 and 8 x 2 (symmetric by
-          # default now, cached tiles dealt by a pass's work) over two rounds; 1,000,000 rows
-          # on the GPU with room for its warm-up
-    run 300 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 4x4 8x2 --rounds 2
-    run 220 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
+          # default now, cached tiles dealt by a pass's work) over two rounds; MDD's solver in
+          # float32 beside float64, and the memory triad; 1,000,000 rows on the GPU with room
+          # for its warm-up
+    run 280 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 4x4 8x2 --rounds 2
+    run 60 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500
+    run 210 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
     ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
