@@ -76,6 +76,7 @@ __all__ = [
     "holders",
     "local_threads",
     "partial_rows",
+    "tile_areas",
     "two_sum_into",
 ]
 
@@ -238,8 +239,21 @@ def _sizeof_state(state: HolderState) -> int:  # distributed's memory accounting
     return state.nbytes if state.device == "cpu" else 0
 
 
+def tile_areas(bounds: Sequence[tuple[int, int]],
+               pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Entries of each tile ``(i, j)`` of ``pairs``, as float64.
+
+    Examples
+    --------
+    >>> tile_areas([(0, 10), (10, 15)], [(0, 0), (0, 1), (1, 1)])
+    array([100.,  50.,  25.])
+    """
+    return np.array([(bounds[i][1] - bounds[i][0]) * (bounds[j][1] - bounds[j][0])
+                     for i, j in pairs], dtype=np.float64)
+
+
 def _largest_first(bounds: list[tuple[int, int]], pairs: list[tuple[int, int]]) -> list[int]:
-    sizes = [(bounds[i][1] - bounds[i][0]) * (bounds[j][1] - bounds[j][0]) for i, j in pairs]
+    sizes = tile_areas(bounds, pairs)
     return sorted(range(len(pairs)), key=lambda k: -sizes[k])
 
 

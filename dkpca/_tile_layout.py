@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import dask
 import numpy as np
 
-from ._tile_holders import Holder
+from ._tile_holders import Holder, tile_areas
 from .blocked import scheduler_threads, tile_rows, upper_pairs
 
 __all__ = [
@@ -153,8 +153,7 @@ def _deal_symmetric(pairs: list[tuple[int, int]], bounds: list[tuple[int, int]],
     if not cached or len(weights) == 1:
         return by_area
     by_work = deal_tiles(pairs, bounds, weights, by_work=True)
-    areas = np.array([(bounds[i][1] - bounds[i][0]) * (bounds[j][1] - bounds[j][0])
-                      for i, j in pairs], dtype=np.float64)
+    areas = tile_areas(bounds, pairs)
     shares = np.asarray(weights, dtype=np.float64) / sum(weights) * areas.sum()
     held = np.array([areas[ids].sum() for ids in by_work])
     return by_work if np.all(held <= WORK_DEAL_MAX_SHARE * shares) else by_area
@@ -277,8 +276,9 @@ def deal_tiles(
     >>> deal_tiles(pairs, [(0, 10), (10, 20)], [1, 1])
     [[0], [1, 2]]
     """
-    costs = np.array([(bounds[i][1] - bounds[i][0]) * (bounds[j][1] - bounds[j][0])
-                      * (2 if by_work and i != j else 1) for i, j in pairs], dtype=np.float64)
+    costs = tile_areas(bounds, pairs)
+    if by_work:  # an off-diagonal tile's two products
+        costs *= [1 if i == j else 2 for i, j in pairs]
     shares = np.cumsum(np.asarray(weights, dtype=np.float64))
     targets = shares / shares[-1] * costs.sum()
     ends = np.cumsum(costs) - costs / 2  # a tile goes where its middle falls
