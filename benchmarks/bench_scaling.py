@@ -4,22 +4,31 @@ The data are a 10-centre Gaussian mixture in ``d`` dimensions (``sklearn.dataset
 ``random_state=0``), standardised per feature; the fit is ``KernelPCA(10)`` with the RBF kernel,
 ``gamma = 1/d``, ``random_state=0`` and the default solver choice (randomized, float32 tiles
 cached on the holders: the workers, or this process on threads). Each configuration runs in a
-fresh process (spawned), which first measures the float32 GEMM rate of a 4096-row tile times a
-``4096 × b`` block (``b`` the Krylov block width) on as many BLAS threads as the configuration
-has cores, then fits once untimed on a tenth of the rows with the randomized solver (imports,
-cluster start, the tile engine's first use: without ``solver=`` a tenth of 20,000 rows would
-get the exact solver), then times the fit. With ``--warm-up full`` the untimed fit is of every
-row, as the timed one: the timed fit is then a process's second of its size, as on a cluster
-that has fitted before (on this development VM a process's first allocation of the tiles'
-memory, in the client or in the workers, cost up to a second more, and by more in some runs
-than in others).
+fresh process (spawned), which fits once untimed on a tenth of the rows with the randomized
+solver (imports, cluster start, the tile engine's first use: without ``solver=`` a tenth of
+20,000 rows would get the exact solver), then times the fit, then measures the float32 GEMM
+rate of a 4096-row tile times a ``4096 × b`` block (``b`` the Krylov block width) on as many
+BLAS threads as the configuration has cores (after the fit: its freed buffers would be memory
+the fit finds recently used, see ``--settle``). With ``--warm-up full`` the untimed fit is of
+every row, as the timed one: the timed fit is then a process's second of its size, as on a
+cluster that has fitted before.
 
-Reported per configuration: whole-fit time, the median Krylov pass (from the solver's own
-log), the pass's bound (``2 n² b`` flops, what the stored upper tiles cost for ``K V``, at that
-GEMM rate), pass / bound, and both times relative to the threaded fit on the same cores; then
-the product alone: the best of 7 back-to-back ``K V`` products (``KernelTiles.matmul``, a
-random ``n × b`` block) on the fit's own tiles, where they are held, without the solver's
-work between passes.
+``--settle S`` waits ``S`` seconds before each configuration's process starts. On machines that
+hand freed memory back to their host (this development VM: ``probe_fresh_memory.py``), memory
+freed long ago costs up to 20 times more to write than memory freed a moment before, so the
+tiles' build in a fresh process took longer or shorter by how soon it followed the previous
+configuration's exit; a cluster's start puts its tiles further from it than the threaded
+fit's. With a pause longer than the host's reclaim (15 s here) every configuration starts
+equally far from it.
+
+Reported per configuration: whole-fit time, the time its tiles took to build (the
+``KernelTiles`` construction: the kernel's evaluation and the first write of the tiles'
+memory), the median Krylov pass (from the solver's own log), the pass's bound (``2 n² b``
+flops, what the stored upper tiles cost for ``K V``, at that GEMM rate), pass / bound, and
+both times relative to the threaded fit on the same cores; then the product alone: the best of
+7 back-to-back ``K V`` products (``KernelTiles.matmul``, a random ``n × b`` block) on the fit's
+own tiles, where they are held, without the solver's work between passes. The table of medians over rounds (``--rounds``) also gives the fit less
+its build, and each against the threaded fit.
 
 Usage::
 
@@ -28,6 +37,7 @@ Usage::
     python benchmarks/bench_scaling.py --configs threads:2 2x1:stripes 2x1:symmetric
     python benchmarks/bench_scaling.py --configs threads:2 1x2 2x1 --rounds 5
     python benchmarks/bench_scaling.py --configs threads:2 1x2 2x1 --rounds 5 --warm-up full
+    python benchmarks/bench_scaling.py --configs threads:2 1x2 2x1 --rounds 5 --settle 15
 
 A cluster configuration uses the default tile layout (``auto``: stripes where they fit) unless
 it names one (``dkpca.tile-layout``, see :func:`dkpca.tiles.tile_layout`), and distributed's
@@ -154,7 +164,6 @@ def _child(config: str, n: int, d: int, block_size: str | None, warm_full: bool,
 
     cores = _cores(config)
     X = _data(n, d)
-    rate = _gemm_rate(AUTO_BLOCK_WIDTH, cores)
     passes = _PassLog()
     solver_log = logging.getLogger("dkpca.solvers.randomized")
     solver_log.addHandler(passes)
@@ -175,9 +184,12 @@ def _child(config: str, n: int, d: int, block_size: str | None, warm_full: bool,
         start = time.perf_counter()
         model = fit(X)
         elapsed = time.perf_counter() - start
-        product = _product_seconds(made[-1], AUTO_BLOCK_WIDTH)
+        tiles, build = made[-1]
+        product = _product_seconds(tiles, AUTO_BLOCK_WIDTH)
+    # after the fit: the rate's buffers, freed, would be memory the fit finds recently used
+    rate = _gemm_rate(AUTO_BLOCK_WIDTH, cores)
     queue.put({"config": config, "cores": cores, "fit_s": elapsed, "solver": model.solver_,
-               "layout": made[-1].layout, "tile_rows": len(made[-1].bounds),
+               "layout": tiles.layout, "tile_rows": len(tiles.bounds), "build_s": build,
                "passes": len(passes.seconds),
                "pass_s": statistics.median(passes.seconds) if passes.seconds else float("nan"),
                "product_s": product,
@@ -186,14 +198,15 @@ def _child(config: str, n: int, d: int, block_size: str | None, warm_full: bool,
 
 
 def _keep_tiles() -> list:
-    """Keep every ``KernelTiles`` the fits make (their tiles stay where they are held)."""
+    """Keep every ``KernelTiles`` the fits make, with the seconds its tiles took to build."""
     from dkpca import tiles
 
     made, init = [], tiles.KernelTiles.__init__
 
     def keeping(self, *args, **kwargs):
+        start = time.perf_counter()
         init(self, *args, **kwargs)
-        made.append(self)
+        made.append((self, time.perf_counter() - start))
 
     tiles.KernelTiles.__init__ = keeping
     return made
@@ -226,12 +239,13 @@ def _rows(results: list[dict]) -> list[list[object]]:
     rows = []
     for r in results:
         if "error" in r:
-            rows.append([r["config"], r["error"], "", "", "", "", "", "", "", ""])
+            rows.append([r["config"], r["error"], "", "", "", "", "", "", "", "", ""])
             continue
         base = threaded.get(r["cores"])
         spread = max(abs(a - b) / b for a, b in zip(r["eigenvalues"], first, strict=True)) \
             if first else float("nan")
-        rows.append([r["config"], r["layout"], f"{r['fit_s']:.2f}", f"{r['pass_s']:.3f}", r["passes"],
+        rows.append([r["config"], r["layout"], f"{r['fit_s']:.2f}", f"{r['build_s']:.2f}",
+                     f"{r['pass_s']:.3f}", r["passes"],
                      f"{r['bound_s']:.3f}", f"{r['pass_s'] / r['bound_s']:.2f}",
                      f"{r['fit_s'] / base['fit_s']:.2f} / {r['pass_s'] / base['pass_s']:.2f}"
                      if base else "", f"{r['product_s']:.3f}"
@@ -244,19 +258,21 @@ def _median_rows(rounds: list[list[dict]]) -> list[list[object]]:
     """Each configuration's medians over the rounds: times, and ratios taken within a round."""
     rows = []
     for position, config in enumerate(r["config"] for r in rounds[0]):
-        ratios: dict[str, list[float]] = {"fit": [], "pass": [], "product": []}
-        times: dict[str, list[float]] = {"fit": [], "pass": [], "product": []}
+        keys = ("fit", "build", "rest", "pass", "product")
+        ratios: dict[str, list[float]] = {key: [] for key in keys}
+        times: dict[str, list[float]] = {key: [] for key in keys}
         for results in rounds:
             r = results[position]
             base = next((b for b in results if b["config"].startswith("threads:")
                          and b["cores"] == r["cores"] and "error" not in b), None)
             if "error" in r or base is None:
                 continue
+            r, base = ({**x, "rest_s": x["fit_s"] - x["build_s"]} for x in (r, base))
             for key, values in times.items():
                 values.append(r[f"{key}_s"])
                 ratios[key].append(r[f"{key}_s"] / base[f"{key}_s"])
         if not times["fit"]:
-            rows.append([config, "every round failed", "", "", "", "", "", ""])
+            rows.append([config, "every round failed"] + [""] * (2 * len(keys)))
             continue
         rows.append([config, len(times["fit"])]
                     + [f"{statistics.median(times[key]):.3f}" for key in times]
@@ -282,17 +298,22 @@ def main() -> None:
     parser.add_argument("--warm-up", choices=("tenth", "full"), default="tenth",
                         help="the untimed fit before the timed one: on a tenth of the rows "
                              "(default) or on all of them")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds to wait before each configuration's process starts, so "
+                             "that memory the previous one freed is as far behind every fit")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     print_environment(environment(), sys.argv)
     configs = args.configs or _configs(os.cpu_count() or 1)
-    header = ["configuration", "layout", "fit (s)", "pass (s)", "passes", "pass bound (s)",
+    header = ["configuration", "layout", "fit (s)", "tiles built (s)", "pass (s)", "passes",
+              "pass bound (s)",
               "pass / bound", "vs threads (fit / pass)", "product alone (s) [vs threads]",
               "eigenvalue spread"]
     rounds = []
     for number in range(1, args.rounds + 1):
         results = []
         for config in configs:  # each one printed as it ends: a run cut short still reports
+            time.sleep(args.settle)
             results.append(_run(config, args.n, args.d, args.block_size,
                                 args.warm_up == "full"))
             print(f"round {number}, {config}: " + json.dumps(
@@ -304,8 +325,10 @@ def main() -> None:
     if args.rounds > 1:
         print(f"\nMedians over {args.rounds} rounds (ratios against the same round's threaded "
               "fit, with their range)\n")
-        print(markdown_table(["configuration", "rounds", "fit (s)", "pass (s)", "product alone (s)",
-                              "fit vs threads", "pass vs threads", "product alone vs threads"],
+        print(markdown_table(["configuration", "rounds", "fit (s)", "tiles built (s)",
+                              "fit less build (s)", "pass (s)", "product alone (s)",
+                              "fit vs threads", "build vs threads", "fit less build vs threads",
+                              "pass vs threads", "product alone vs threads"],
                              _median_rows(rounds)))
     if args.json:
         with open(args.json, "w") as out:

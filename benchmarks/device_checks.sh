@@ -140,9 +140,10 @@ case "$part" in
     ;;
   spread)  # what one fit per shape cannot say (2026-11-29): 4 x 4 and 8 x 2 (symmetric by
           # default now, cached tiles dealt by a pass's work) over two rounds; MDD's solver in
-          # float32 beside float64, and the memory triad; 1,000,000 rows on the GPU with room
-          # for its warm-up
+          # float32 beside float64, and the memory triad; what freed memory costs to write
+          # again (2026-11-30); 1,000,000 rows on the GPU with room for its warm-up
     run 280 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 4x4 8x2 --rounds 2
+    run 40 "$PY" benchmarks/probe_fresh_memory.py --gib 2 --pauses 0 2 10
     run 60 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500
     run 210 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
     ;;
