@@ -27,8 +27,9 @@ memory), the median Krylov pass (from the solver's own log), the pass's bound (`
 flops, what the stored upper tiles cost for ``K V``, at that GEMM rate), pass / bound, and
 both times relative to the threaded fit on the same cores; then the product alone: the best of
 7 back-to-back ``K V`` products (``KernelTiles.matmul``, a random ``n × b`` block) on the fit's
-own tiles, where they are held, without the solver's work between passes. The table of medians over rounds (``--rounds``) also gives the fit less
-its build, and each against the threaded fit.
+own tiles, where they are held, without the solver's work between passes. The table of
+medians over rounds (``--rounds``) also gives the fit less its build, and each against the
+threaded fit.
 
 Usage::
 
