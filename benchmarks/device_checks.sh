@@ -20,6 +20,7 @@
 #   <prefix> bash benchmarks/device_checks.sh quiet      # 16-core shapes, plain and quiet; Nystrom
 #   <prefix> bash benchmarks/device_checks.sh shm        # 16-core shapes; sums; MDD's solver; Nystrom
 #   <prefix> bash benchmarks/device_checks.sh spread     # 4 x 4, 8 x 2 twice; MDD's solver; 10^6 rows
+#   <prefix> bash benchmarks/device_checks.sh mdd32      # MDD's spectra in float32, 1 and 16 threads
 #
 # Every figure is printed with the command that made it; each command has its own time limit,
 # so one that hangs does not take the rest of the call with it.
@@ -147,12 +148,17 @@ case "$part" in
     run 60 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500
     run 210 "$PY" benchmarks/bench_gpu.py --sizes 1000000 --only gpu --timeout 200
     ;;
+  mdd32)  # MDD's spectra in float32 (2026-11-30): does ssyevd scale on 16 threads, and MDD?
+    run 60 "$PY" benchmarks/probe_eigvalsh_threads.py --n 500
+    run 60 "$PY" benchmarks/probe_mdd_float32.py --threads 1 --sets 1
+    run 60 "$PY" benchmarks/probe_mdd_float32.py --threads 16 --sets 1
+    ;;
   cores)
     run 330 "$PY" benchmarks/bench_scaling.py --n 100000 --configs threads:16 1x16 2x8 4x4 8x2
     run 240 "$PY" benchmarks/bench_selection.py --only threads --repeats 1
     ;;
   *)
-    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next|strips|quiet|shm|spread}" >&2
+    echo "usage: bash benchmarks/device_checks.sh {tests|large|cores|first|rest|fused|open|nystrom|accuracy|pass|vector|next|strips|quiet|shm|spread|mdd32}" >&2
     exit 2
     ;;
 esac
